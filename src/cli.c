@@ -1,0 +1,255 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "exitcodes.h"
+
+enum {
+	OPT_TTL = 256,
+	OPT_ID,
+	OPT_KILL_AFTER,
+	OPT_ON_LOST,
+	OPT_READ,
+	OPT_WRITE,
+};
+
+static const struct option longopts[] = {
+    {"semaphore", required_argument, NULL, 's'},
+    {"mutex", required_argument, NULL, 'x'},
+    {"read", required_argument, NULL, OPT_READ},
+    {"write", required_argument, NULL, OPT_WRITE},
+    {"nonblock", no_argument, NULL, 'n'},
+    {"wait", required_argument, NULL, 'w'},
+    {"timeout", required_argument, NULL, 'w'},
+    {"conflict-exit-code", required_argument, NULL, 'E'},
+    {"ttl", required_argument, NULL, OPT_TTL},
+    {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
+    {"on-lost", required_argument, NULL, OPT_ON_LOST},
+    {"id", required_argument, NULL, OPT_ID},
+    {"config", required_argument, NULL, 'c'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+void lr_cli_usage(FILE *out)
+{
+	fputs(
+	    "Usage: lockrun [OPTIONS] LOCK... [--] COMMAND [ARG...]\n"
+	    "Run COMMAND while holding locks kept in a MariaDB/MySQL database.\n"
+	    "\n"
+	    "Locks (any mix, taken all together or not at all):\n"
+	    "  -s, --semaphore NAME[:COUNT]  COUNT permits (default 1) of semaphore NAME\n"
+	    "  -x, --mutex NAME              exclusive lock NAME (created on first use)\n"
+	    "      --read NAME               shared side of read-write lock NAME\n"
+	    "      --write NAME              exclusive side of read-write lock NAME\n"
+	    "      --id KEY                  run-once key: exit at once if a live run holds KEY\n"
+	    "\n"
+	    "Options:\n"
+	    "  -n, --nonblock                fail at once if the locks are not free\n"
+	    "  -w, --wait SECONDS            give up after waiting SECONDS (default: forever)\n"
+	    "  -E, --conflict-exit-code N    exit status when not acquired (default 75)\n"
+	    "      --ttl SECONDS             lease length, renewed every ttl/3 (default 30)\n"
+	    "      --kill-after SECONDS      SIGTERM-to-SIGKILL grace on lock loss (default 5)\n"
+	    "      --on-lost kill|ignore     stop the command if the lease is lost (default kill)\n"
+	    "  -c, --config FILE             configuration file (default $LOCKRUN_CONFIG,\n"
+	    "                                then /etc/lockrun.conf)\n"
+	    "  -v, --verbose                 say what happens; twice: every statement\n"
+	    "  -q, --quiet                   print errors only\n"
+	    "  -h, --help                    show this help\n"
+	    "  -V, --version                 show the version\n"
+	    "\n"
+	    "NAME: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit.\n"
+	    "The command sees LOCKRUN_FENCE (its fencing token when it holds one lock),\n"
+	    "LOCKRUN_FENCES (name=token ...) and LOCKRUN_LEASE (the grant's id).\n"
+	    "\n"
+	    "Exit status:\n"
+	    "  the command's status, or 128+N if it was killed by signal N\n"
+	    "   64  usage error: bad option, name or count, unknown semaphore\n"
+	    "   69  database unavailable, refused the login, or lacks the schema\n"
+	    "   70  internal error            71  cannot fork or set up signals\n"
+	    "   75  not acquired: busy, --wait ran out, --id taken (see -E)\n"
+	    "   76  lock lost while the command ran; the command was stopped\n"
+	    "   78  configuration error\n"
+	    "  126  command cannot be executed    127  command not found\n",
+	    out);
+}
+
+void lr_cli_init(struct lr_cli *cli)
+{
+	memset(cli, 0, sizeof(*cli));
+	cli->wait = -1;
+	cli->ttl = -1;
+	cli->kill_after = -1;
+	cli->conflict_exit = -1;
+	cli->on_lost = -1;
+}
+
+void lr_cli_finish(struct lr_cli *cli)
+{
+	free(cli->items);
+	memset(cli, 0, sizeof(*cli));
+}
+
+static bool seconds(const char *opt, const char *v, double lo, double hi, double *out, char *err,
+                    size_t errlen)
+{
+	char *end;
+	double d;
+
+	errno = 0;
+	d = (*v && *v != '-' && *v != '+' && !strpbrk(v, "xXnN")) ? strtod(v, &end) : NAN;
+	if (isnan(d) || errno || *end || !isfinite(d) || d < lo || d > hi) {
+		snprintf(err, errlen, "%s: '%s' is not a number of seconds (%g-%g)", opt, v, lo,
+		         hi);
+		return false;
+	}
+	*out = d;
+	return true;
+}
+
+static bool add_item(struct lr_cli *cli, enum lr_kind kind, const char *arg, char *err,
+                     size_t errlen)
+{
+	struct lr_item it, *grown;
+
+	if (!lr_item_parse(&it, kind, arg, err, errlen))
+		return false;
+	grown = realloc(cli->items, (cli->nitems + 1) * sizeof(*grown));
+	if (!grown) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	cli->items = grown;
+	cli->items[cli->nitems++] = it;
+	return true;
+}
+
+/* Names the option getopt stumbled on, for a one-line error. */
+static void bad_option(char **argv, int c, char *err, size_t errlen)
+{
+	const char *arg = argv[optind - 1];
+
+	if (c == ':')
+		snprintf(err, errlen, "option '%s' needs a value", arg);
+	else if (optopt && arg[0] == '-' && arg[1] != '-')
+		snprintf(err, errlen, "unknown option '-%c'", optopt);
+	else
+		snprintf(err, errlen, "unknown option '%s'", arg);
+}
+
+/*
+ * Parses argv. Returns false with a one-line message in err on any usage
+ * error. Validates everything that can be checked without the database.
+ */
+bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t errlen)
+{
+	int c;
+	char *end;
+	long n;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+:s:x:nw:E:c:vqhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (!add_item(cli, LR_KIND_SEMAPHORE, optarg, err, errlen))
+				return false;
+			break;
+		case 'x':
+			if (!add_item(cli, LR_KIND_MUTEX, optarg, err, errlen))
+				return false;
+			break;
+		case OPT_READ:
+			if (!add_item(cli, LR_KIND_READ, optarg, err, errlen))
+				return false;
+			break;
+		case OPT_WRITE:
+			if (!add_item(cli, LR_KIND_WRITE, optarg, err, errlen))
+				return false;
+			break;
+		case OPT_ID:
+			if (cli->id) {
+				snprintf(err, errlen, "--id given more than once");
+				return false;
+			}
+			if (!add_item(cli, LR_KIND_KEY, optarg, err, errlen))
+				return false;
+			cli->id = optarg;
+			break;
+		case 'n':
+			cli->nonblock = true;
+			break;
+		case 'w':
+			if (!seconds("--wait", optarg, 0, 31536000, &cli->wait, err, errlen))
+				return false;
+			break;
+		case OPT_TTL:
+			if (!seconds("--ttl", optarg, 1, 86400, &cli->ttl, err, errlen))
+				return false;
+			break;
+		case OPT_KILL_AFTER:
+			if (!seconds("--kill-after", optarg, 0, 3600, &cli->kill_after, err,
+			             errlen))
+				return false;
+			break;
+		case 'E':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || !*optarg || *end || n < 0 || n > 255) {
+				snprintf(err, errlen,
+				         "--conflict-exit-code: '%s' is not an exit status (0-255)",
+				         optarg);
+				return false;
+			}
+			cli->conflict_exit = (int)n;
+			break;
+		case OPT_ON_LOST:
+			if (strcmp(optarg, "kill") == 0)
+				cli->on_lost = LR_ON_LOST_KILL;
+			else if (strcmp(optarg, "ignore") == 0)
+				cli->on_lost = LR_ON_LOST_IGNORE;
+			else {
+				snprintf(err, errlen, "--on-lost: '%s' is not 'kill' or 'ignore'",
+				         optarg);
+				return false;
+			}
+			break;
+		case 'c':
+			cli->config = optarg;
+			break;
+		case 'v':
+			cli->verbosity = cli->verbosity < 0 ? 1 : cli->verbosity + 1;
+			break;
+		case 'q':
+			cli->verbosity = -1;
+			break;
+		case 'h':
+			cli->help = true;
+			return true;
+		case 'V':
+			cli->version = true;
+			return true;
+		default:
+			bad_option(argv, c, err, errlen);
+			return false;
+		}
+	}
+	if (cli->nitems == 0) {
+		snprintf(err, errlen, "no lock given: use -s, -x, --read, --write or --id");
+		return false;
+	}
+	if (optind >= argc) {
+		snprintf(err, errlen, "no command given");
+		return false;
+	}
+	cli->command = &argv[optind];
+	return true;
+}

@@ -1,0 +1,36 @@
+/*
+ * lockrun's command line. Parsing stops at the first non-option or "--",
+ * so the command's own flags are never looked at.
+ */
+#ifndef LR_CLI_H
+#define LR_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "lock.h"
+
+struct lr_cli {
+	struct lr_item *items;
+	size_t nitems;
+	const char *id;     /* --id KEY */
+	const char *config; /* -c FILE */
+	bool nonblock;
+	double wait; /* seconds; < 0 unset */
+	double ttl;  /* seconds; < 0 unset */
+	double kill_after;
+	int conflict_exit; /* < 0 unset */
+	int on_lost;       /* < 0 unset, else enum lr_on_lost */
+	int verbosity;     /* 0 normal, < 0 quiet, > 0 verbose */
+	bool help;
+	bool version;
+	char **command; /* NULL-terminated, inside argv */
+};
+
+void lr_cli_init(struct lr_cli *cli);
+void lr_cli_finish(struct lr_cli *cli);
+bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t errlen);
+void lr_cli_usage(FILE *out);
+
+#endif

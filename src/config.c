@@ -1,0 +1,391 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "log.h"
+#include "lr_build.h"
+
+/* State of one parse: the first error wins, inih gives its line number. */
+struct parse {
+	struct lr_config *cfg;
+	const char *path;
+	char msg[400];
+	bool failed;
+	bool holds_password;
+};
+
+void lr_config_init(struct lr_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->db.connect_timeout = 5;
+	cfg->db.read_timeout = 10;
+	cfg->db.write_timeout = 10;
+	cfg->lock.ttl = 30;
+	cfg->lock.wait = -1;
+	cfg->lock.kill_after = 5;
+	cfg->lock.conflict_exit = 75;
+	cfg->lock.on_lost = LR_ON_LOST_KILL;
+}
+
+static void wipe(char *s)
+{
+	if (s) {
+		volatile char *v = s;
+		while (*v)
+			*v++ = 0;
+	}
+}
+
+static void free_hosts(struct lr_db_params *db)
+{
+	for (size_t i = 0; i < db->nhosts; i++)
+		free(db->hosts[i]);
+	free(db->hosts);
+	db->hosts = NULL;
+	db->nhosts = 0;
+}
+
+void lr_config_finish(struct lr_config *cfg)
+{
+	struct lr_db_params *db = &cfg->db;
+
+	free_hosts(db);
+	wipe(db->password);
+	free(db->password);
+	free(db->socket);
+	free(db->user);
+	free(db->database);
+	free(db->ssl_ca);
+	free(db->ssl_cert);
+	free(db->ssl_key);
+	free(db->option_file);
+	free(db->option_group);
+	free(cfg->path);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+static bool fail(struct parse *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool fail(struct parse *ps, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!ps->failed) {
+		va_start(ap, fmt);
+		vsnprintf(ps->msg, sizeof(ps->msg), fmt, ap);
+		va_end(ap);
+		ps->failed = true;
+	}
+	return false;
+}
+
+static bool set_str(char **dst, const char *v)
+{
+	char *s = strdup(v);
+
+	if (!s)
+		return false;
+	free(*dst);
+	*dst = s;
+	return true;
+}
+
+static bool parse_uint(const char *v, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	if (!*v || *v == '-' || *v == '+')
+		return false;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n < lo || n > hi)
+		return false;
+	*out = (unsigned)n;
+	return true;
+}
+
+/* Seconds with an optional fraction, like sleep(1): "30", "0.5". */
+static bool parse_seconds(const char *v, double lo, double hi, double *out)
+{
+	char *end;
+	double d;
+
+	if (!*v || *v == '-' || *v == '+' || strchr(v, 'x') || strchr(v, 'X'))
+		return false;
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || *end || !isfinite(d) || d < lo || d > hi)
+		return false;
+	*out = d;
+	return true;
+}
+
+static bool parse_bool(const char *v, bool *out)
+{
+	static const char *yes[] = {"1", "yes", "true", "on"}, *no[] = {"0", "no", "false", "off"};
+
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(v, yes[i]) == 0)
+			return (*out = true);
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = false;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* "db1, db2,db3" into the host list; an empty item is an error. */
+static bool set_hosts(struct lr_db_params *db, const char *v)
+{
+	const char *p = v;
+
+	free_hosts(db);
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		char **grown;
+
+		while (n && (*p == ' ' || *p == '\t')) {
+			p++;
+			n--;
+		}
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		if (!n)
+			return false;
+		grown = realloc(db->hosts, (db->nhosts + 1) * sizeof(*grown));
+		if (!grown)
+			return false;
+		db->hosts = grown;
+		if (!(db->hosts[db->nhosts] = strndup(p, n)))
+			return false;
+		db->nhosts++;
+		if (!comma)
+			return true;
+		p = comma + 1;
+	}
+}
+
+static bool read_password_file(struct parse *ps, const char *path)
+{
+	struct lr_db_params *db = &ps->cfg->db;
+	char buf[1024];
+	struct stat st;
+	FILE *f = fopen(path, "r");
+	size_t n;
+	bool ok = false;
+
+	if (!f)
+		return fail(ps, "password_file %s: %s", path, strerror(errno));
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+		lr_log_warn("%s: password file is readable by group or others; chmod 600 it", path);
+	if (!fgets(buf, sizeof(buf), f)) {
+		buf[0] = '\0';
+	}
+	n = strcspn(buf, "\r\n");
+	buf[n] = '\0';
+	ok = set_str(&db->password, buf);
+	wipe(buf);
+	fclose(f);
+	return ok;
+}
+
+static int handle_database(struct parse *ps, const char *name, const char *v)
+{
+	struct lr_db_params *db = &ps->cfg->db;
+	unsigned u;
+
+	if (strcmp(name, "host") == 0) {
+		if (!set_hosts(db, v))
+			return fail(ps, "host: empty name in list '%s'", v);
+		return 1;
+	}
+	if (strcmp(name, "port") == 0) {
+		if (!parse_uint(v, 1, 65535, &u))
+			return fail(ps, "port: '%s' is not a port number (1-65535)", v);
+		db->port = u;
+		return 1;
+	}
+	if (strcmp(name, "connect_timeout") == 0 || strcmp(name, "read_timeout") == 0 ||
+	    strcmp(name, "write_timeout") == 0) {
+		if (!parse_uint(v, 1, 3600, &u))
+			return fail(ps, "%s: '%s' is not a whole number of seconds (1-3600)", name,
+			            v);
+		*(name[0] == 'c'   ? &db->connect_timeout
+		  : name[0] == 'r' ? &db->read_timeout
+		                   : &db->write_timeout) = u;
+		return 1;
+	}
+	if (strcmp(name, "ssl_verify_server_cert") == 0) {
+		if (!parse_bool(v, &db->ssl_verify_server_cert))
+			return fail(ps, "%s: '%s' is not a boolean (true/false)", name, v);
+		return 1;
+	}
+	if (strcmp(name, "password_file") == 0)
+		return read_password_file(ps, v);
+	if (strcmp(name, "password") == 0) {
+		ps->holds_password = true;
+		return set_str(&db->password, v);
+	}
+	struct {
+		const char *key;
+		char **dst;
+	} strs[] = {
+	    {"socket", &db->socket},           {"user", &db->user},
+	    {"database", &db->database},       {"ssl_ca", &db->ssl_ca},
+	    {"ssl_cert", &db->ssl_cert},       {"ssl_key", &db->ssl_key},
+	    {"option_file", &db->option_file}, {"option_group", &db->option_group},
+	};
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		if (strcmp(name, strs[i].key) == 0) {
+			if (!*v)
+				return fail(ps, "%s: empty value", name);
+			return set_str(strs[i].dst, v);
+		}
+	}
+	return fail(ps, "unknown key '%s' in [database]", name);
+}
+
+static int handle_lock(struct parse *ps, const char *name, const char *v)
+{
+	struct lr_lock_defaults *l = &ps->cfg->lock;
+	unsigned u;
+
+	if (strcmp(name, "ttl") == 0) {
+		if (!parse_seconds(v, 1, 86400, &l->ttl))
+			return fail(ps, "ttl: '%s' is not a number of seconds (1-86400)", v);
+	} else if (strcmp(name, "wait") == 0) {
+		if (strcmp(v, "forever") == 0)
+			l->wait = -1;
+		else if (!parse_seconds(v, 0, 31536000, &l->wait))
+			return fail(ps, "wait: '%s' is not a number of seconds or 'forever'", v);
+	} else if (strcmp(name, "kill_after") == 0) {
+		if (!parse_seconds(v, 0, 3600, &l->kill_after))
+			return fail(ps, "kill_after: '%s' is not a number of seconds (0-3600)", v);
+	} else if (strcmp(name, "conflict_exit_code") == 0) {
+		if (!parse_uint(v, 0, 255, &u))
+			return fail(ps, "conflict_exit_code: '%s' is not an exit status (0-255)",
+			            v);
+		l->conflict_exit = (int)u;
+	} else if (strcmp(name, "on_lost") == 0) {
+		if (strcmp(v, "kill") == 0)
+			l->on_lost = LR_ON_LOST_KILL;
+		else if (strcmp(v, "ignore") == 0)
+			l->on_lost = LR_ON_LOST_IGNORE;
+		else
+			return fail(ps, "on_lost: '%s' is not 'kill' or 'ignore'", v);
+	} else {
+		return fail(ps, "unknown key '%s' in [lock]", name);
+	}
+	return 1;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct parse *ps = user;
+
+	if (ps->failed)
+		return 0;
+	if (strcmp(section, "database") == 0)
+		return handle_database(ps, name, value);
+	if (strcmp(section, "lock") == 0)
+		return handle_lock(ps, name, value);
+	if (!*section)
+		return fail(ps, "key '%s' outside any [section]", name);
+	return fail(ps, "unknown section [%s]", section);
+}
+
+/*
+ * Reads one configuration file over the defaults already in cfg. Errors
+ * name file:line. Costs one open and read.
+ */
+bool lr_config_load_file(struct lr_config *cfg, const char *path)
+{
+	struct parse ps = {.cfg = cfg, .path = path};
+	struct stat st;
+	FILE *f = fopen(path, "r");
+	int line;
+	bool ok = false;
+
+	if (!f) {
+		snprintf(cfg->err, sizeof(cfg->err), "%s: %s", path, strerror(errno));
+		return false;
+	}
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(cfg->err, sizeof(cfg->err), "%s: is a directory", path);
+		goto out;
+	}
+	line = ini_parse_file(f, handler, &ps);
+	if (line != 0 || ps.failed) {
+		if (line > 0)
+			snprintf(cfg->err, sizeof(cfg->err), "%s:%d: %s", path, line,
+			         ps.failed ? ps.msg : "syntax error");
+		else
+			snprintf(cfg->err, sizeof(cfg->err), "%s: %s", path,
+			         ps.failed ? ps.msg : "cannot be parsed");
+		goto out;
+	}
+	if (ps.holds_password && (st.st_mode & 077))
+		lr_log_warn("%s holds a password and is readable by group or others; chmod 600 it",
+		            path);
+	if (!set_str(&cfg->path, path)) {
+		snprintf(cfg->err, sizeof(cfg->err), "out of memory");
+		goto out;
+	}
+	ok = true;
+out:
+	fclose(f);
+	return ok;
+}
+
+/* With no user configured, MariaDB's unix_socket authentication maps the
+ * current OS user to the account of the same name. */
+static bool fill_defaults(struct lr_config *cfg)
+{
+	struct lr_db_params *db = &cfg->db;
+
+	if (!db->database && !set_str(&db->database, "lockrun"))
+		return false;
+	if (!db->user && !db->option_file) {
+		struct passwd *pw = getpwuid(geteuid());
+		if (pw && !set_str(&db->user, pw->pw_name))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Finds and reads the configuration: explicit path (-c), else
+ * $LOCKRUN_CONFIG, else /etc/lockrun.conf if it exists. A named file that
+ * is missing is an error; a missing system file is not.
+ */
+bool lr_config_load(struct lr_config *cfg, const char *explicit_path)
+{
+	const char *env = getenv("LOCKRUN_CONFIG");
+	const char *path = explicit_path ? explicit_path : (env && *env ? env : NULL);
+	bool ok = true;
+
+	if (path)
+		ok = lr_config_load_file(cfg, path);
+	else if (access(LR_SYSCONF_CONFIG, F_OK) == 0)
+		ok = lr_config_load_file(cfg, LR_SYSCONF_CONFIG);
+	if (ok && !fill_defaults(cfg)) {
+		snprintf(cfg->err, sizeof(cfg->err), "out of memory");
+		ok = false;
+	}
+	return ok;
+}

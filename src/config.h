@@ -1,0 +1,37 @@
+/*
+ * The configuration file (INI, read with inih): [database] says where the
+ * locks live, [lock] sets site defaults for lockrun's own options.
+ * Lookup: the -c file, else $LOCKRUN_CONFIG, else /etc/lockrun.conf; with
+ * none at all, the local server's socket as the current OS user.
+ */
+#ifndef LR_CONFIG_H
+#define LR_CONFIG_H
+
+#include <stdbool.h>
+
+#include "db.h"
+
+enum lr_on_lost { LR_ON_LOST_KILL, LR_ON_LOST_IGNORE };
+
+/* Policy defaults a site may set once in [lock]; command-line flags win. */
+struct lr_lock_defaults {
+	double ttl;        /* seconds */
+	double wait;       /* seconds; < 0: wait forever */
+	double kill_after; /* seconds between SIGTERM and SIGKILL */
+	int conflict_exit; /* exit status when not acquired */
+	enum lr_on_lost on_lost;
+};
+
+struct lr_config {
+	struct lr_db_params db;
+	struct lr_lock_defaults lock;
+	char *path; /* the file read, or NULL when none was found */
+	char err[512];
+};
+
+void lr_config_init(struct lr_config *cfg);
+void lr_config_finish(struct lr_config *cfg);
+bool lr_config_load(struct lr_config *cfg, const char *explicit_path);
+bool lr_config_load_file(struct lr_config *cfg, const char *path);
+
+#endif

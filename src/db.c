@@ -1,0 +1,666 @@
+#include "db.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <errmsg.h>
+#include <mysqld_error.h>
+
+#include "log.h"
+#include "strbuf.h"
+
+/* Oldest servers with everything we use (DATETIME(6), NOW(6), SKIP LOCKED-free
+ * locking reads, GET_LOCK with multiple locks per session). */
+#define MIN_MARIADB 100300UL
+#define MIN_MYSQL   80000UL
+
+struct lr_db {
+	uv_loop_t *loop;
+	const struct lr_db_params *p;
+	MYSQL *m; /* NULL when not connected */
+
+	uv_poll_t *poll; /* watches poll_fd; replaced when the socket changes */
+	int poll_fd;
+	uv_timer_t *wait_timer; /* the connector's MYSQL_WAIT_TIMEOUT */
+	uv_timer_t *deadline;   /* our bound on the whole operation */
+	int fired;              /* MYSQL_WAIT_* events seen in the current wait */
+	bool expired;
+	bool aborting;
+
+	MYSQL *ret_conn;
+	int ret_int;
+	MYSQL_RES *ret_res;
+	MYSQL_RES *res;
+
+	const volatile bool *cancel;
+	unsigned op_timeout_ms;
+
+	unsigned err;
+	char errmsg[1024];
+	char server[300];
+};
+
+typedef int (*cont_fn)(lr_db *db, int status);
+
+static void free_handle(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void set_error(lr_db *db, unsigned err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_error(lr_db *db, unsigned err, const char *fmt, ...)
+{
+	va_list ap;
+
+	db->err = err;
+	va_start(ap, fmt);
+	vsnprintf(db->errmsg, sizeof(db->errmsg), fmt, ap);
+	va_end(ap);
+}
+
+lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
+{
+	lr_db *db = calloc(1, sizeof(*db));
+
+	if (!db)
+		return NULL;
+	db->loop = loop;
+	db->p = params;
+	db->poll_fd = -1;
+	db->wait_timer = malloc(sizeof(*db->wait_timer));
+	db->deadline = malloc(sizeof(*db->deadline));
+	if (!db->wait_timer || !db->deadline) {
+		free(db->wait_timer);
+		free(db->deadline);
+		free(db);
+		return NULL;
+	}
+	uv_timer_init(loop, db->wait_timer);
+	uv_timer_init(loop, db->deadline);
+	db->wait_timer->data = db;
+	db->deadline->data = db;
+	return db;
+}
+
+/* Closing libuv handles completes on a later loop iteration; the owner runs
+ * the loop once more before uv_loop_close() so the memory is returned. */
+void lr_db_destroy(lr_db *db)
+{
+	if (!db)
+		return;
+	lr_db_disconnect(db);
+	uv_close((uv_handle_t *)db->wait_timer, free_handle);
+	uv_close((uv_handle_t *)db->deadline, free_handle);
+	free(db);
+}
+
+static void drop_poll(lr_db *db)
+{
+	if (db->poll) {
+		uv_close((uv_handle_t *)db->poll, free_handle);
+		db->poll = NULL;
+	}
+	db->poll_fd = -1;
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	lr_db *db = h->data;
+
+	/* On a poll error let the connector find out what is wrong by trying. */
+	if (status < 0)
+		db->fired |= MYSQL_WAIT_READ | MYSQL_WAIT_WRITE;
+	if (events & UV_READABLE)
+		db->fired |= MYSQL_WAIT_READ;
+	if (events & UV_WRITABLE)
+		db->fired |= MYSQL_WAIT_WRITE;
+	if (events & UV_PRIORITIZED)
+		db->fired |= MYSQL_WAIT_EXCEPT;
+}
+
+static void on_wait_timer(uv_timer_t *t)
+{
+	lr_db *db = t->data;
+	db->fired |= MYSQL_WAIT_TIMEOUT;
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+	lr_db *db = t->data;
+	db->expired = true;
+}
+
+/* Arms the poll and timer for what the connector waits on. The socket is
+ * re-read every time: it changes while connecting. */
+static void watch(lr_db *db, int status)
+{
+	int fd = (int)mysql_get_socket(db->m);
+	int ev = 0;
+
+	if (status & MYSQL_WAIT_READ)
+		ev |= UV_READABLE;
+	if (status & MYSQL_WAIT_WRITE)
+		ev |= UV_WRITABLE;
+	if (status & MYSQL_WAIT_EXCEPT)
+		ev |= UV_PRIORITIZED;
+	if (fd != db->poll_fd) {
+		drop_poll(db);
+		if (fd >= 0) {
+			db->poll = malloc(sizeof(*db->poll));
+			if (db->poll && uv_poll_init(db->loop, db->poll, fd) == 0) {
+				db->poll->data = db;
+				db->poll_fd = fd;
+			} else {
+				free(db->poll);
+				db->poll = NULL;
+			}
+		}
+	}
+	if (db->poll && ev)
+		uv_poll_start(db->poll, ev, on_poll);
+	if (status & MYSQL_WAIT_TIMEOUT)
+		uv_timer_start(db->wait_timer, on_wait_timer, mysql_get_timeout_value_ms(db->m), 0);
+}
+
+static void unwatch(lr_db *db)
+{
+	if (db->poll)
+		uv_poll_stop(db->poll);
+	uv_timer_stop(db->wait_timer);
+}
+
+/* Shutting the socket down makes the connector's next read or write fail at
+ * once, which is the only safe way to abandon an operation in flight. */
+static void shut_socket(lr_db *db)
+{
+	int fd = db->m ? (int)mysql_get_socket(db->m) : -1;
+
+	if (fd >= 0)
+		shutdown(fd, SHUT_RDWR);
+}
+
+/*
+ * Runs one non-blocking operation to completion: waits for the events the
+ * connector asks for by running the loop, then continues it. If the deadline
+ * passes or the cancel flag is raised, the socket is shut down and the
+ * operation is driven on until the connector gives up (it does so at once).
+ * Costs one loop iteration per wait; never blocks the loop.
+ */
+static void drive(lr_db *db, int status, cont_fn cont, unsigned timeout_ms)
+{
+	int spins = 0;
+
+	db->expired = false;
+	db->aborting = false;
+	uv_timer_start(db->deadline, on_deadline, timeout_ms, 0);
+	while (status) {
+		db->fired = 0;
+		if (!db->aborting)
+			watch(db, status);
+		while (!db->fired && !db->aborting) {
+			if (db->expired || (db->cancel && *db->cancel)) {
+				db->aborting = true;
+				break;
+			}
+			uv_run(db->loop, UV_RUN_ONCE);
+		}
+		unwatch(db);
+		if (db->aborting) {
+			shut_socket(db);
+			db->fired =
+			    status & (MYSQL_WAIT_READ | MYSQL_WAIT_WRITE | MYSQL_WAIT_TIMEOUT);
+			if (!db->fired || ++spins > 1000)
+				db->fired = MYSQL_WAIT_TIMEOUT;
+		}
+		status = cont(db, db->fired);
+	}
+	uv_timer_stop(db->deadline);
+}
+
+static int cont_connect(lr_db *db, int st)
+{
+	return mysql_real_connect_cont(&db->ret_conn, db->m, st);
+}
+
+static int cont_query(lr_db *db, int st)
+{
+	return mysql_real_query_cont(&db->ret_int, db->m, st);
+}
+
+static int cont_store(lr_db *db, int st)
+{
+	return mysql_store_result_cont(&db->ret_res, db->m, st);
+}
+
+static int cont_close(lr_db *db, int st)
+{
+	return mysql_close_cont(db->m, st);
+}
+
+/* Why an operation ended, in our terms: a deadline or a cancel overrides
+ * whatever the connector made of the shut-down socket. */
+static void take_error(lr_db *db, const char *what, unsigned timeout_ms)
+{
+	if (db->expired)
+		set_error(db, LR_DB_ETIMEDOUT, "%s: no answer within %.1f s", db->server,
+		          timeout_ms / 1000.0);
+	else if (db->aborting)
+		set_error(db, LR_DB_ECANCELED, "%s: %s interrupted", db->server, what);
+	else
+		set_error(db, mysql_errno(db->m), "%s: %s (%u)", db->server, mysql_error(db->m),
+		          mysql_errno(db->m));
+}
+
+static void free_result(lr_db *db)
+{
+	if (db->res) {
+		mysql_free_result(db->res);
+		db->res = NULL;
+	}
+}
+
+/* Closes the connection. A healthy one says goodbye without blocking; a
+ * broken one is shut first so that mysql_close() cannot wait on it. */
+void lr_db_disconnect(lr_db *db)
+{
+	free_result(db);
+	if (db->m) {
+		if (db->err == 0 || !lr_db_error_is_connection(db->err)) {
+			int st = mysql_close_start(db->m);
+			if (st)
+				drive(db, st, cont_close, 1000);
+			if (db->aborting)
+				shut_socket(db);
+		} else {
+			shut_socket(db);
+			mysql_close(db->m);
+		}
+		db->m = NULL;
+	}
+	drop_poll(db);
+}
+
+bool lr_db_connected(const lr_db *db)
+{
+	return db->m != NULL;
+}
+
+static void set_options(lr_db *db, MYSQL *m, bool tcp)
+{
+	const struct lr_db_params *p = db->p;
+	unsigned proto = tcp ? MYSQL_PROTOCOL_TCP : MYSQL_PROTOCOL_SOCKET;
+	my_bool no = 0, yes = 1;
+	unsigned t;
+
+	mysql_options(m, MYSQL_OPT_NONBLOCK, 0);
+	t = p->connect_timeout;
+	mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &t);
+	t = p->read_timeout;
+	mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &t);
+	t = p->write_timeout;
+	mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &t);
+	mysql_options(m, MYSQL_OPT_RECONNECT, &no);
+	mysql_options(m, MYSQL_OPT_LOCAL_INFILE, &no);
+	mysql_options(m, MYSQL_OPT_PROTOCOL, &proto);
+	mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+	if (p->option_file)
+		mysql_options(m, MYSQL_READ_DEFAULT_FILE, p->option_file);
+	if (p->option_group)
+		mysql_options(m, MYSQL_READ_DEFAULT_GROUP, p->option_group);
+	if (p->ssl_ca)
+		mysql_options(m, MYSQL_OPT_SSL_CA, p->ssl_ca);
+	if (p->ssl_cert)
+		mysql_options(m, MYSQL_OPT_SSL_CERT, p->ssl_cert);
+	if (p->ssl_key)
+		mysql_options(m, MYSQL_OPT_SSL_KEY, p->ssl_key);
+	/* Asking for a CA or a certificate means TLS is required, not optional. */
+	if (p->ssl_ca || p->ssl_cert || p->ssl_verify_server_cert)
+		mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &yes);
+	mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, p->ssl_verify_server_cert ? &yes : &no);
+}
+
+static bool check_version(lr_db *db)
+{
+	unsigned long v = mysql_get_server_version(db->m);
+	const char *info = mysql_get_server_info(db->m);
+	bool maria = info && strstr(info, "MariaDB");
+
+	if (v >= (maria ? MIN_MARIADB : MIN_MYSQL))
+		return true;
+	set_error(db, LR_DB_ETOOOLD,
+	          "%s: server version %s is too old; lockrun needs MariaDB 10.3 or MySQL 8.0 "
+	          "or newer",
+	          db->server, info ? info : "unknown");
+	return false;
+}
+
+/*
+ * One connection attempt to one address (ip NULL: the unix socket). On
+ * success the handle is kept and its socket marked close-on-exec, so a
+ * child never inherits it. Costs the connector's handshake round trips.
+ */
+static bool try_connect(lr_db *db, const char *ip, const char *label)
+{
+	const struct lr_db_params *p = db->p;
+	unsigned timeout_ms = p->connect_timeout * 1000;
+	int st, fd;
+
+	snprintf(db->server, sizeof(db->server), "%s", label);
+	db->m = mysql_init(NULL);
+	if (!db->m) {
+		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
+		return false;
+	}
+	set_options(db, db->m, ip != NULL);
+	st = mysql_real_connect_start(&db->ret_conn, db->m, ip, p->user, p->password, p->database,
+	                              p->port, ip ? NULL : p->socket, CLIENT_FOUND_ROWS);
+	if (st)
+		drive(db, st, cont_connect, timeout_ms);
+	if (!db->ret_conn) {
+		take_error(db, "connect", timeout_ms);
+		shut_socket(db);
+		mysql_close(db->m);
+		db->m = NULL;
+		drop_poll(db);
+		return false;
+	}
+	fd = (int)mysql_get_socket(db->m);
+	if (fd >= 0)
+		fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+	if (!check_version(db)) {
+		lr_db_disconnect(db);
+		return false;
+	}
+	db->err = 0;
+	return true;
+}
+
+struct resolve {
+	bool done;
+	int status;
+	struct addrinfo *res;
+};
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct resolve *r = req->data;
+
+	r->done = true;
+	r->status = status;
+	r->res = res;
+}
+
+/* Resolves a host name on libuv's thread pool (the connector's own lookup
+ * would block the loop). Waits at most connect_timeout, then abandons the
+ * request; the cancel flag abandons it too. */
+static bool resolve(lr_db *db, const char *host, struct addrinfo **out)
+{
+	struct addrinfo hints;
+	struct resolve r = {0};
+	uv_getaddrinfo_t req;
+	bool ok = false;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	req.data = &r;
+	db->expired = false;
+	if (uv_getaddrinfo(db->loop, &req, on_resolved, host, NULL, &hints) != 0) {
+		set_error(db, CR_UNKNOWN_HOST, "%s: cannot resolve host name", host);
+		return false;
+	}
+	uv_timer_start(db->deadline, on_deadline, db->p->connect_timeout * 1000, 0);
+	while (!r.done) {
+		if (db->expired || (db->cancel && *db->cancel))
+			uv_cancel((uv_req_t *)&req);
+		uv_run(db->loop, UV_RUN_ONCE);
+	}
+	uv_timer_stop(db->deadline);
+	if (r.status == 0) {
+		*out = r.res;
+		ok = true;
+	} else if (r.status == UV_ECANCELED) {
+		set_error(db, db->expired ? LR_DB_ETIMEDOUT : LR_DB_ECANCELED, "%s: name lookup %s",
+		          host, db->expired ? "timed out" : "interrupted");
+	} else {
+		set_error(db, CR_UNKNOWN_HOST, "%s: cannot resolve host name: %s", host,
+		          uv_strerror(r.status));
+	}
+	return ok;
+}
+
+static bool is_socket_host(const char *h)
+{
+	return !h || !*h || strcmp(h, "localhost") == 0;
+}
+
+/* Tries every address of one configured host, in the resolver's order. */
+static bool connect_host(lr_db *db, const char *host)
+{
+	struct addrinfo *ai = NULL, *a;
+	unsigned port = db->p->port ? db->p->port : 3306;
+	char ip[64], label[300];
+	bool ok = false;
+
+	if (is_socket_host(host)) {
+		snprintf(label, sizeof(label), "%s",
+		         db->p->socket ? db->p->socket : "the local server's socket");
+		return try_connect(db, NULL, label);
+	}
+	if (!resolve(db, host, &ai))
+		return false;
+	for (a = ai; a && !ok; a = a->ai_next) {
+		const void *addr;
+		if (a->ai_family == AF_INET)
+			addr = &((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr;
+		else if (a->ai_family == AF_INET6)
+			addr = &((struct sockaddr_in6 *)(void *)a->ai_addr)->sin6_addr;
+		else
+			continue;
+		uv_inet_ntop(a->ai_family, addr, ip, sizeof(ip));
+		if (strcmp(host, ip) == 0)
+			snprintf(label, sizeof(label),
+			         a->ai_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+		else
+			snprintf(label, sizeof(label), "%s:%u (%s)", host, port, ip);
+		ok = try_connect(db, ip, label);
+		if (db->cancel && *db->cancel)
+			break;
+	}
+	uv_freeaddrinfo(ai);
+	return ok;
+}
+
+/*
+ * Connects to the first configured host that answers, in order. On failure
+ * the error names every host tried and why each failed. Costs one name
+ * lookup per host plus the handshake; at most connect_timeout per address.
+ */
+bool lr_db_connect(lr_db *db)
+{
+	struct lr_sb why;
+	size_t i, n = db->p->nhosts ? db->p->nhosts : 1;
+	unsigned first_err = 0;
+	bool ok = false;
+
+	lr_db_disconnect(db);
+	db->err = 0;
+	lr_sb_init(&why);
+	for (i = 0; i < n && !ok; i++) {
+		ok = connect_host(db, db->p->nhosts ? db->p->hosts[i] : NULL);
+		if (ok)
+			break;
+		if (!first_err || first_err == LR_DB_ETIMEDOUT)
+			first_err = db->err;
+		if (why.len)
+			lr_sb_puts(&why, "; ");
+		lr_sb_puts(&why, db->errmsg);
+		if (db->cancel && *db->cancel)
+			break;
+	}
+	if (!ok && n > 1)
+		set_error(db, first_err, "no database host answered: %s", lr_sb_str(&why));
+	lr_sb_finish(&why);
+	if (ok)
+		lr_log_debug("connected to %s", db->server);
+	return ok;
+}
+
+/*
+ * Sends one statement and, if it returns rows, stores them all (so the next
+ * statement can go at once). One round trip plus the result transfer.
+ */
+bool lr_db_query(lr_db *db, const char *sql)
+{
+	unsigned timeout_ms = db->op_timeout_ms ? db->op_timeout_ms : db->p->read_timeout * 1000;
+	int st;
+
+	free_result(db);
+	if (!db->m) {
+		set_error(db, LR_DB_ENOTCONN, "not connected");
+		return false;
+	}
+	lr_log_debug("%s: %s", db->server, sql);
+	st = mysql_real_query_start(&db->ret_int, db->m, sql, strlen(sql));
+	if (st)
+		drive(db, st, cont_query, timeout_ms);
+	if (db->ret_int != 0 || db->aborting)
+		goto fail;
+	if (mysql_field_count(db->m) > 0) {
+		st = mysql_store_result_start(&db->ret_res, db->m);
+		if (st)
+			drive(db, st, cont_store, timeout_ms);
+		if (!db->ret_res || db->aborting)
+			goto fail;
+		db->res = db->ret_res;
+	}
+	db->err = 0;
+	return true;
+fail:
+	take_error(db, "query", timeout_ms);
+	if (lr_db_error_is_connection(db->err)) {
+		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
+		lr_db_disconnect(db);
+	}
+	return false;
+}
+
+bool lr_db_queryf(lr_db *db, const char *fmt, ...)
+{
+	char *sql = NULL;
+	va_list ap;
+	int n;
+	bool ok;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !(sql = malloc((size_t)n + 1))) {
+		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
+		return false;
+	}
+	va_start(ap, fmt);
+	vsnprintf(sql, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	ok = lr_db_query(db, sql);
+	free(sql);
+	return ok;
+}
+
+MYSQL_ROW lr_db_fetch(lr_db *db)
+{
+	return db->res ? mysql_fetch_row(db->res) : NULL;
+}
+
+uint64_t lr_db_num_rows(const lr_db *db)
+{
+	return db->res ? mysql_num_rows(db->res) : 0;
+}
+
+uint64_t lr_db_affected_rows(const lr_db *db)
+{
+	return db->m ? mysql_affected_rows(db->m) : 0;
+}
+
+uint64_t lr_db_insert_id(const lr_db *db)
+{
+	return db->m ? mysql_insert_id(db->m) : 0;
+}
+
+/* Appends s as a quoted SQL string literal, escaped for the connection's
+ * character set. NULL becomes the SQL NULL. */
+void lr_db_sb_quote(lr_db *db, struct lr_sb *sb, const char *s)
+{
+	size_t n;
+	char *tmp;
+
+	if (!s) {
+		lr_sb_puts(sb, "NULL");
+		return;
+	}
+	n = strlen(s);
+	tmp = malloc(2 * n + 1);
+	if (!tmp) {
+		sb->oom = true;
+		return;
+	}
+	if (db->m)
+		n = mysql_real_escape_string(db->m, tmp, s, (unsigned long)n);
+	else
+		n = mysql_escape_string(tmp, s, (unsigned long)n);
+	lr_sb_puts(sb, "'");
+	lr_sb_add(sb, tmp, n);
+	lr_sb_puts(sb, "'");
+	free(tmp);
+}
+
+void lr_db_set_cancel(lr_db *db, const volatile bool *flag)
+{
+	db->cancel = flag;
+}
+
+void lr_db_set_op_timeout(lr_db *db, unsigned ms)
+{
+	db->op_timeout_ms = ms;
+}
+
+unsigned lr_db_errno(const lr_db *db)
+{
+	return db->err;
+}
+
+const char *lr_db_error(const lr_db *db)
+{
+	return db->errmsg;
+}
+
+const char *lr_db_server(const lr_db *db)
+{
+	return db->server;
+}
+
+/* Errors after which the whole transaction is retried: it was rolled back
+ * (deadlock, Galera certification), or only the statement was and we roll
+ * back ourselves (lock wait timeout), or the node is not ready. */
+bool lr_db_error_is_retryable(unsigned err)
+{
+	return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT ||
+	       err == ER_UNKNOWN_COM_ERROR || err == ER_QUERY_INTERRUPTED ||
+	       lr_db_error_is_connection(err);
+}
+
+/* Errors that leave the connection unusable: drop it and reconnect. */
+bool lr_db_error_is_connection(unsigned err)
+{
+	return (err >= CR_MIN_ERROR && err <= CR_MAX_ERROR) || err == LR_DB_ETIMEDOUT ||
+	       err == LR_DB_ECANCELED || err == LR_DB_ENOTCONN || err == ER_SERVER_SHUTDOWN ||
+	       err == ER_CONNECTION_KILLED;
+}

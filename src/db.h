@@ -1,0 +1,75 @@
+/*
+ * MariaDB connections driven by a libuv loop through Connector/C's
+ * non-blocking API. Each call looks synchronous to its caller but runs the
+ * loop while it waits, so signal, timer and child-exit callbacks keep being
+ * served; callbacks must therefore never call into this module themselves.
+ * Every operation has a deadline; a hung server costs at most that long.
+ * This module knows nothing about locks.
+ */
+#ifndef LR_DB_H
+#define LR_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mysql.h>
+#include <uv.h>
+
+struct lr_sb;
+
+/* Where and how to connect; filled by the config module, owned by the caller. */
+struct lr_db_params {
+	char **hosts; /* tried in order; none, or "localhost", means the unix socket */
+	size_t nhosts;
+	unsigned port; /* 0: the server default, 3306 */
+	char *socket;  /* NULL: the connector's default socket */
+	char *user;
+	char *password;
+	char *database;
+	char *ssl_ca;
+	char *ssl_cert;
+	char *ssl_key;
+	bool ssl_verify_server_cert;
+	unsigned connect_timeout; /* seconds, all > 0 */
+	unsigned read_timeout;
+	unsigned write_timeout;
+	char *option_file; /* my.cnf-style file and group, read by the connector */
+	char *option_group;
+};
+
+/* Our own error codes, outside the server's and the connector's ranges. */
+enum {
+	LR_DB_ETIMEDOUT = 9001, /* the operation's deadline passed */
+	LR_DB_ECANCELED = 9002, /* the cancel flag was raised */
+	LR_DB_ETOOOLD = 9003,   /* the server is older than we support */
+	LR_DB_ENOTCONN = 9004,  /* no connection */
+};
+
+typedef struct lr_db lr_db;
+
+lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params);
+void lr_db_destroy(lr_db *db);
+
+bool lr_db_connect(lr_db *db);
+void lr_db_disconnect(lr_db *db);
+bool lr_db_connected(const lr_db *db);
+
+bool lr_db_query(lr_db *db, const char *sql);
+bool lr_db_queryf(lr_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+MYSQL_ROW lr_db_fetch(lr_db *db);
+uint64_t lr_db_num_rows(const lr_db *db);
+uint64_t lr_db_affected_rows(const lr_db *db);
+uint64_t lr_db_insert_id(const lr_db *db);
+
+void lr_db_sb_quote(lr_db *db, struct lr_sb *sb, const char *s);
+void lr_db_set_cancel(lr_db *db, const volatile bool *flag);
+void lr_db_set_op_timeout(lr_db *db, unsigned ms);
+
+unsigned lr_db_errno(const lr_db *db);
+const char *lr_db_error(const lr_db *db);
+const char *lr_db_server(const lr_db *db);
+bool lr_db_error_is_retryable(unsigned err);
+bool lr_db_error_is_connection(unsigned err);
+
+#endif

@@ -1,0 +1,790 @@
+#include "lock.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mysqld_error.h>
+
+#include "log.h"
+#include "strbuf.h"
+
+/* A read-write lock is a semaphore of this many permits: a reader takes one,
+ * a writer takes them all, so one counting rule serves every kind. */
+#define RW_CAPACITY         2147483647U
+#define KEY_PREFIX          "id:"
+#define TX_RETRIES          12
+#define LOCK_WAIT_TIMEOUT_S 2
+#define POLL_MIN_MS         40
+#define POLL_MAX_MS         500
+
+const char *lr_kind_name(enum lr_kind k)
+{
+	switch (k) {
+	case LR_KIND_SEMAPHORE:
+		return "semaphore";
+	case LR_KIND_MUTEX:
+		return "mutex";
+	case LR_KIND_READ:
+	case LR_KIND_WRITE:
+		return "rwlock";
+	case LR_KIND_KEY:
+		return "key";
+	}
+	return "?";
+}
+
+/* Names: 1-64 bytes of [A-Za-z0-9_.-], starting with a letter or digit.
+ * Narrow on purpose: safe in SQL, shell, logs and file names alike. */
+bool lr_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > LR_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool alnum =
+		    (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
+			return false;
+	}
+	return true;
+}
+
+/* Parses "NAME" or, for semaphores, "NAME:COUNT". */
+bool lr_item_parse(struct lr_item *it, enum lr_kind kind, const char *arg, char *err, size_t errlen)
+{
+	const char *colon = kind == LR_KIND_SEMAPHORE ? strrchr(arg, ':') : NULL;
+	size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+	char name[LR_NAME_MAX + 1];
+
+	memset(it, 0, sizeof(*it));
+	it->kind = kind;
+	it->count = 1;
+	if (n > LR_NAME_MAX) {
+		snprintf(err, errlen, "name '%.*s...' is longer than %d bytes", 20, arg,
+		         LR_NAME_MAX);
+		return false;
+	}
+	memcpy(name, arg, n);
+	name[n] = '\0';
+	if (!lr_name_valid(name)) {
+		snprintf(err, errlen,
+		         "invalid name '%s': use 1-%d letters, digits, '_', '.' or '-', "
+		         "starting with a letter or digit",
+		         name, LR_NAME_MAX);
+		return false;
+	}
+	if (colon) {
+		char *end;
+		unsigned long c;
+		errno = 0;
+		c = strtoul(colon + 1, &end, 10);
+		if (errno || !colon[1] || *end || colon[1] == '-' || colon[1] == '+' || c < 1 ||
+		    c > 1000000) {
+			snprintf(err, errlen,
+			         "invalid count '%s' for '%s': use a whole number 1-1000000",
+			         colon + 1, name);
+			return false;
+		}
+		it->count = (unsigned)c;
+	}
+	snprintf(it->name, sizeof(it->name), "%s%s", kind == LR_KIND_KEY ? KEY_PREFIX : "", name);
+	return true;
+}
+
+static const char *display_name(const struct lr_item *it)
+{
+	return it->kind == LR_KIND_KEY ? it->name + strlen(KEY_PREFIX) : it->name;
+}
+
+static void new_request_id(char out[33])
+{
+	unsigned char b[16];
+	size_t got = 0;
+
+	while (got < sizeof(b)) {
+		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+		if (n > 0)
+			got += (size_t)n;
+		else if (errno != EINTR)
+			break;
+	}
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+bool lr_lock_init(struct lr_lock *lk, uv_loop_t *loop, lr_db *db, const struct lr_owner *owner,
+                  unsigned ttl_ms)
+{
+	memset(lk, 0, sizeof(*lk));
+	lk->loop = loop;
+	lk->db = db;
+	lk->owner = *owner;
+	lk->ttl_ms = ttl_ms;
+	new_request_id(lk->request_id);
+	lk->timer = malloc(sizeof(*lk->timer));
+	if (!lk->timer)
+		return false;
+	uv_timer_init(loop, lk->timer);
+	lk->timer->data = lk;
+	return true;
+}
+
+static void free_handle(uv_handle_t *h)
+{
+	free(h);
+}
+
+void lr_lock_finish(struct lr_lock *lk)
+{
+	free(lk->items);
+	if (lk->timer)
+		uv_close((uv_handle_t *)lk->timer, free_handle);
+	memset(lk, 0, sizeof(*lk));
+}
+
+void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag)
+{
+	lk->cancel = flag;
+}
+
+/* Adds an item keeping the list sorted by name, the order rows are locked
+ * in. The same name twice is an error, whatever the kinds. */
+bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t errlen)
+{
+	struct lr_item *grown;
+	size_t i;
+
+	for (i = 0; i < lk->nitems; i++) {
+		if (strcmp(lk->items[i].name, it->name) == 0) {
+			snprintf(err, errlen, "'%s' is named more than once", display_name(it));
+			return false;
+		}
+	}
+	grown = realloc(lk->items, (lk->nitems + 1) * sizeof(*grown));
+	if (!grown) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	lk->items = grown;
+	for (i = lk->nitems; i > 0 && strcmp(lk->items[i - 1].name, it->name) > 0; i--)
+		lk->items[i] = lk->items[i - 1];
+	lk->items[i] = *it;
+	lk->nitems++;
+	return true;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Uniform in [ms/2, 3ms/2): waiters that started together drift apart. */
+static unsigned jitter(unsigned ms)
+{
+	unsigned r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = (unsigned)rand();
+	return ms / 2 + (ms ? r % ms : 0);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	struct lr_lock *lk = t->data;
+	lk->timer_fired = true;
+}
+
+static bool canceled(const struct lr_lock *lk)
+{
+	return lk->cancel && *lk->cancel;
+}
+
+/* Sleeps on the loop (signals and children are still served) for ms, or
+ * until the cancel flag is raised. */
+static void nap(struct lr_lock *lk, unsigned ms)
+{
+	lk->timer_fired = false;
+	uv_timer_start(lk->timer, on_timer, ms, 0);
+	while (!lk->timer_fired && !canceled(lk))
+		uv_run(lk->loop, UV_RUN_ONCE);
+	uv_timer_stop(lk->timer);
+}
+
+/*
+ * Per-connection settings every lock statement relies on: UTC for the
+ * DATETIMEs we show, READ COMMITTED so each locking read sees the latest
+ * commit, and a short lock wait so a stuck row costs a retry, not a hang.
+ * Two statements; run after every (re)connect.
+ */
+bool lr_lock_session_setup(lr_db *db)
+{
+	return lr_db_queryf(db, "SET SESSION time_zone = '+00:00', innodb_lock_wait_timeout = %d",
+	                    LOCK_WAIT_TIMEOUT_S) &&
+	       lr_db_query(db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+}
+
+static void take_db_error(struct lr_lock *lk)
+{
+	snprintf(lk->err, sizeof(lk->err), "%s", lr_db_error(lk->db));
+}
+
+static bool ensure_connected(struct lr_lock *lk)
+{
+	if (lr_db_connected(lk->db))
+		return true;
+	if (lr_db_connect(lk->db) && lr_lock_session_setup(lk->db))
+		return true;
+	take_db_error(lk);
+	return false;
+}
+
+/* "'a','b','c'": the names of all items, for IN (...). */
+static void add_name_list(struct lr_lock *lk, struct lr_sb *sb)
+{
+	for (size_t i = 0; i < lk->nitems; i++) {
+		if (i)
+			lr_sb_puts(sb, ",");
+		lr_db_sb_quote(lk->db, sb, lk->items[i].name);
+	}
+}
+
+static unsigned capacity_for(const struct lr_item *it)
+{
+	switch (it->kind) {
+	case LR_KIND_READ:
+	case LR_KIND_WRITE:
+		return RW_CAPACITY;
+	default:
+		return 1;
+	}
+}
+
+static unsigned permits_for(const struct lr_item *it)
+{
+	return it->kind == LR_KIND_WRITE ? RW_CAPACITY : it->count;
+}
+
+static bool kind_matches(const struct lr_item *it, const char *kind)
+{
+	return strcmp(lr_kind_name(it->kind), kind) == 0;
+}
+
+static struct lr_item *find_item(struct lr_lock *lk, const char *name)
+{
+	for (size_t i = 0; i < lk->nitems; i++)
+		if (strcmp(lk->items[i].name, name) == 0)
+			return &lk->items[i];
+	return NULL;
+}
+
+/* Creates the rows of kinds that need no set-up (mutexes, read-write locks,
+ * keys). Only called when a row was found missing, so the common path
+ * writes nothing extra. One autocommit statement. */
+static bool create_missing(struct lr_lock *lk)
+{
+	struct lr_sb sb;
+	bool any = false, ok;
+
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "INSERT IGNORE INTO lr_resources (name, kind, capacity) VALUES ");
+	for (size_t i = 0; i < lk->nitems; i++) {
+		const struct lr_item *it = &lk->items[i];
+		if (it->kind == LR_KIND_SEMAPHORE)
+			continue;
+		lr_sb_puts(&sb, any ? ",(" : "(");
+		lr_db_sb_quote(lk->db, &sb, it->name);
+		lr_sb_printf(&sb, ",'%s',%u)", lr_kind_name(it->kind), capacity_for(it));
+		any = true;
+	}
+	ok = !any || lr_db_query(lk->db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	return ok;
+}
+
+enum tx { TX_OK, TX_BUSY, TX_KEY_BUSY, TX_INVALID, TX_MISSING, TX_RETRY, TX_FAIL };
+
+/* Maps a failed statement to what the caller does next. */
+static enum tx failed(struct lr_lock *lk)
+{
+	unsigned e = lr_db_errno(lk->db);
+
+	take_db_error(lk);
+	if (lr_db_connected(lk->db))
+		lr_db_query(lk->db, "ROLLBACK");
+	if (e == ER_NO_SUCH_TABLE || e == ER_BAD_FIELD_ERROR) {
+		snprintf(lk->err, sizeof(lk->err),
+		         "%s: the lockrun schema is missing or outdated; run 'lockrunctl init'",
+		         lr_db_server(lk->db));
+		return TX_FAIL;
+	}
+	return lr_db_error_is_retryable(e) ? TX_RETRY : TX_FAIL;
+}
+
+/* Checks the locked resource rows against the request: every semaphore
+ * must exist, kinds must match, and no count may exceed the capacity.
+ * Remembers each row's capacity and fence for the rest of the transaction. */
+static enum tx check_rows(struct lr_lock *lk, unsigned long *caps)
+{
+	bool present[lk->nitems];
+	size_t seen = 0;
+	MYSQL_ROW row;
+
+	memset(present, 0, sizeof(present));
+	while ((row = lr_db_fetch(lk->db))) {
+		struct lr_item *it = find_item(lk, row[0]);
+		if (!it)
+			continue;
+		present[it - lk->items] = true;
+		seen++;
+		caps[it - lk->items] = strtoul(row[2], NULL, 10);
+		it->fence = strtoull(row[3], NULL, 10);
+		if (!kind_matches(it, row[1])) {
+			snprintf(lk->err, sizeof(lk->err), "'%s' is a %s, not a %s",
+			         display_name(it), row[1], lr_kind_name(it->kind));
+			return TX_INVALID;
+		}
+		if (it->kind == LR_KIND_SEMAPHORE && it->count > caps[it - lk->items]) {
+			snprintf(lk->err, sizeof(lk->err),
+			         "asked for %u permits of semaphore '%s', whose capacity is %s",
+			         it->count, it->name, row[2]);
+			return TX_INVALID;
+		}
+	}
+	if (seen == lk->nitems)
+		return TX_OK;
+	for (size_t i = 0; i < lk->nitems; i++) {
+		if (lk->items[i].kind == LR_KIND_SEMAPHORE && !present[i]) {
+			snprintf(
+			    lk->err, sizeof(lk->err),
+			    "unknown semaphore '%s'; create it with 'lockrunctl set %s CAPACITY'",
+			    lk->items[i].name, lk->items[i].name);
+			return TX_INVALID;
+		}
+	}
+	return TX_MISSING;
+}
+
+/* Compares live use with capacity. The hold rows of every resource we
+ * locked can only shrink while we hold its row lock (all inserts take that
+ * lock first), so this count can only overstate use, never understate it. */
+static enum tx check_use(struct lr_lock *lk, const unsigned long *caps)
+{
+	unsigned long long used[lk->nitems];
+	MYSQL_ROW row;
+
+	memset(used, 0, sizeof(used));
+	while ((row = lr_db_fetch(lk->db))) {
+		struct lr_item *it = find_item(lk, row[0]);
+		if (it)
+			used[it - lk->items] = strtoull(row[1], NULL, 10);
+	}
+	for (size_t i = 0; i < lk->nitems; i++) {
+		const struct lr_item *it = &lk->items[i];
+		if (used[i] + permits_for(it) > caps[i]) {
+			if (it->kind == LR_KIND_KEY) {
+				snprintf(lk->err, sizeof(lk->err),
+				         "another run with --id '%s' is still going",
+				         display_name(it));
+				return TX_KEY_BUSY;
+			}
+			snprintf(lk->err, sizeof(lk->err), "'%s' is busy", display_name(it));
+			return TX_BUSY;
+		}
+	}
+	return TX_OK;
+}
+
+static bool add_grant(struct lr_lock *lk)
+{
+	const struct lr_item *key = NULL;
+	struct lr_sb sb;
+	bool ok;
+
+	for (size_t i = 0; i < lk->nitems; i++)
+		if (lk->items[i].kind == LR_KIND_KEY)
+			key = &lk->items[i];
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, "
+	                "command, ttl_ms, acquired_at) VALUES (");
+	lr_db_sb_quote(lk->db, &sb, lk->request_id);
+	lr_sb_puts(&sb, ",");
+	lr_db_sb_quote(lk->db, &sb, key ? display_name(key) : NULL);
+	lr_sb_puts(&sb, ",");
+	lr_db_sb_quote(lk->db, &sb, lk->owner.host);
+	lr_sb_printf(&sb, ",%ld,", (long)lk->owner.pid);
+	lr_db_sb_quote(lk->db, &sb, lk->owner.os_user);
+	lr_sb_puts(&sb, ",CURRENT_USER(),LEFT(");
+	lr_db_sb_quote(lk->db, &sb, lk->owner.command);
+	lr_sb_printf(&sb, ",1024),%u,NOW(6))", lk->ttl_ms);
+	ok = lr_db_query(lk->db, lr_sb_str(&sb));
+	lk->grant_id = lr_db_insert_id(lk->db);
+	lr_sb_reset(&sb);
+	lr_sb_puts(&sb,
+	           "INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at) VALUES ");
+	for (size_t i = 0; i < lk->nitems && ok; i++) {
+		const struct lr_item *it = &lk->items[i];
+		lr_sb_puts(&sb, i ? ",(" : "(");
+		lr_db_sb_quote(lk->db, &sb, it->name);
+		lr_sb_printf(&sb, ",%llu,%u,%llu,NOW(6) + INTERVAL %u MICROSECOND)",
+		             (unsigned long long)lk->grant_id, permits_for(it),
+		             (unsigned long long)it->fence, lk->ttl_ms * 1000U);
+	}
+	ok = ok && lr_db_query(lk->db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	return ok;
+}
+
+/*
+ * One acquire transaction: lock the resource rows in name order, sweep
+ * expired holds (a write, so a concurrent renewal of the same hold
+ * conflicts instead of both winning), count live use, and if everything
+ * fits, bump each resource's fence (the written row every contender
+ * conflicts on, also under Galera) and insert the grant and its holds.
+ * About nine round trips; row locks are held for their duration only.
+ */
+static enum tx try_once(struct lr_lock *lk)
+{
+	unsigned long caps[lk->nitems];
+	struct lr_sb in, sb;
+	enum tx r = TX_FAIL;
+
+	lr_sb_init(&in);
+	lr_sb_init(&sb);
+	add_name_list(lk, &in);
+	{
+		struct timespec ts;
+		clock_gettime(CLOCK_BOOTTIME, &ts);
+		lk->valid_from_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	}
+	if (!lr_db_query(lk->db, "START TRANSACTION"))
+		goto db_fail;
+	lr_sb_printf(&sb,
+	             "SELECT name, kind, capacity, fence FROM lr_resources WHERE name IN (%s) "
+	             "ORDER BY name FOR UPDATE",
+	             lr_sb_str(&in));
+	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
+		goto db_fail;
+	r = check_rows(lk, caps);
+	if (r != TX_OK)
+		goto rollback;
+
+	lr_sb_reset(&sb);
+	lr_sb_printf(&sb,
+	             "UPDATE lr_grants g JOIN lr_holds h ON h.grant_id = g.id "
+	             "SET g.ended_at = h.expires_at, g.end_reason = 'expired' "
+	             "WHERE h.resource IN (%s) AND h.expires_at <= NOW(6) AND g.ended_at IS NULL",
+	             lr_sb_str(&in));
+	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
+		goto db_fail;
+	lr_sb_reset(&sb);
+	lr_sb_printf(&sb, "DELETE FROM lr_holds WHERE resource IN (%s) AND expires_at <= NOW(6)",
+	             lr_sb_str(&in));
+	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
+		goto db_fail;
+	lr_sb_reset(&sb);
+	lr_sb_printf(&sb,
+	             "SELECT resource, SUM(permits) FROM lr_holds WHERE resource IN (%s) "
+	             "GROUP BY resource LOCK IN SHARE MODE",
+	             lr_sb_str(&in));
+	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
+		goto db_fail;
+	r = check_use(lk, caps);
+	if (r != TX_OK)
+		goto rollback;
+
+	lr_sb_reset(&sb);
+	lr_sb_printf(&sb, "UPDATE lr_resources SET fence = fence + 1 WHERE name IN (%s)",
+	             lr_sb_str(&in));
+	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
+		goto db_fail;
+	for (size_t i = 0; i < lk->nitems; i++)
+		lk->items[i].fence++;
+	if (!add_grant(lk))
+		goto db_fail;
+	lk->maybe_committed = true;
+	if (!lr_db_query(lk->db, "COMMIT")) {
+		/* Rejected at commit (deadlock, certification): surely not granted.
+		 * Lost on the way: unknown, settled by the request id. */
+		if (lr_db_connected(lk->db))
+			lk->maybe_committed = false;
+		goto db_fail;
+	}
+	lk->maybe_committed = false;
+	lk->held = true;
+	r = TX_OK;
+	goto out;
+db_fail:
+	r = failed(lk);
+	goto out;
+rollback:
+	if (!lr_db_query(lk->db, "ROLLBACK"))
+		r = failed(lk) == TX_RETRY && r == TX_BUSY ? TX_BUSY : TX_FAIL;
+out:
+	lr_sb_finish(&in);
+	lr_sb_finish(&sb);
+	return r;
+}
+
+/*
+ * After a COMMIT whose answer was lost: looks the request id up. If the
+ * grant exists it is ours, and we adopt it with its fences; otherwise the
+ * transaction never happened and may be tried again. One query.
+ */
+static enum tx settle(struct lr_lock *lk)
+{
+	MYSQL_ROW row;
+	size_t n = 0;
+
+	if (!lr_db_queryf(lk->db,
+	                  "SELECT g.id, h.resource, h.fence FROM lr_grants g "
+	                  "JOIN lr_holds h ON h.grant_id = g.id "
+	                  "WHERE g.request_id = '%s' AND h.expires_at > NOW(6)",
+	                  lk->request_id))
+		return failed(lk);
+	while ((row = lr_db_fetch(lk->db))) {
+		struct lr_item *it = find_item(lk, row[1]);
+		lk->grant_id = strtoull(row[0], NULL, 10);
+		if (it) {
+			it->fence = strtoull(row[2], NULL, 10);
+			n++;
+		}
+	}
+	lk->maybe_committed = false;
+	if (n == lk->nitems) {
+		lr_log_info("adopted grant %llu after a lost commit answer",
+		            (unsigned long long)lk->grant_id);
+		lk->held = true;
+		return TX_OK;
+	}
+	lk->grant_id = 0;
+	return TX_RETRY;
+}
+
+/* One attempt, with the whole transaction retried on deadlocks, lock wait
+ * timeouts, certification failures and dropped connections (bounded,
+ * jittered backoff). A missing auto-created row is created, then retried. */
+static enum tx attempt(struct lr_lock *lk)
+{
+	enum tx r = TX_RETRY;
+	unsigned backoff = 5;
+
+	for (int i = 0; i < TX_RETRIES && !canceled(lk); i++) {
+		if (!ensure_connected(lk))
+			r = TX_RETRY;
+		else if (lk->maybe_committed)
+			r = settle(lk);
+		else
+			r = TX_RETRY;
+		if (r == TX_OK)
+			return r;
+		if (lr_db_connected(lk->db) && !lk->maybe_committed) {
+			r = try_once(lk);
+			if (r == TX_MISSING)
+				r = create_missing(lk) ? TX_RETRY : failed(lk);
+			if (r != TX_RETRY)
+				return r;
+			if (i == 0 && lr_db_connected(lk->db))
+				continue; /* a created row or first deadlock: straight again */
+		}
+		lr_log_debug("retrying: %s", lk->err);
+		nap(lk, jitter(backoff));
+		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+	}
+	return r;
+}
+
+/*
+ * A cheap snapshot read that says whether a full attempt could succeed.
+ * It decides nothing (the transaction does); it only spares the server a
+ * locking transaction per poll while we wait. One statement.
+ */
+static bool looks_free(struct lr_lock *lk)
+{
+	struct lr_sb sb;
+	MYSQL_ROW row;
+	bool free_now = true;
+
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb,
+	           "SELECT r.name, r.capacity, COALESCE(SUM(h.permits), 0) FROM lr_resources r "
+	           "LEFT JOIN lr_holds h ON h.resource = r.name AND h.expires_at > NOW(6) "
+	           "WHERE r.name IN (");
+	add_name_list(lk, &sb);
+	lr_sb_puts(&sb, ") GROUP BY r.name, r.capacity");
+	lk->polls++;
+	if (!lr_db_query(lk->db, lr_sb_str(&sb))) {
+		lr_sb_finish(&sb);
+		return true; /* let the attempt find out what is wrong */
+	}
+	lr_sb_finish(&sb);
+	while ((row = lr_db_fetch(lk->db))) {
+		struct lr_item *it = find_item(lk, row[0]);
+		if (it && strtoull(row[2], NULL, 10) + permits_for(it) > strtoull(row[1], NULL, 10))
+			free_now = false;
+	}
+	return free_now;
+}
+
+/*
+ * Takes every item of the request, waiting up to wait_s seconds (< 0:
+ * forever, 0: one attempt). Waiting polls with a cheap read at a jittered,
+ * growing interval (at most ~25 statements a second, settling near 2), and
+ * runs the locking transaction only when the read says it could succeed.
+ */
+enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
+{
+	uint64_t start = now_ms();
+	uint64_t deadline = wait_s < 0 ? UINT64_MAX : start + (uint64_t)llround(wait_s * 1000.0);
+	unsigned interval = POLL_MIN_MS;
+	bool announced = false;
+
+	for (;;) {
+		enum tx r = attempt(lk);
+		uint64_t now;
+
+		switch (r) {
+		case TX_OK:
+			return LR_ACQ_GRANTED;
+		case TX_KEY_BUSY:
+			return LR_ACQ_KEY_BUSY;
+		case TX_INVALID:
+			return LR_ACQ_INVALID;
+		case TX_FAIL:
+			return LR_ACQ_ERROR;
+		default:
+			break;
+		}
+		if (canceled(lk))
+			return LR_ACQ_CANCELED;
+		/* TX_BUSY, or transient trouble that outlasted the retries. */
+		for (;;) {
+			now = now_ms();
+			if (now >= deadline)
+				return r == TX_BUSY ? LR_ACQ_BUSY : LR_ACQ_ERROR;
+			if (!announced && r == TX_BUSY) {
+				lr_log_info("waiting: %s", lk->err);
+				announced = true;
+			}
+			unsigned ms = jitter(interval);
+			if (now + ms > deadline)
+				ms = (unsigned)(deadline - now);
+			nap(lk, ms ? ms : 1);
+			if (canceled(lk))
+				return LR_ACQ_CANCELED;
+			interval = interval * 3 / 2 > POLL_MAX_MS ? POLL_MAX_MS : interval * 3 / 2;
+			if (now_ms() >= deadline) {
+				now = now_ms();
+				break; /* one last attempt at the deadline */
+			}
+			if (!lr_db_connected(lk->db) || looks_free(lk))
+				break;
+		}
+		if (now >= deadline) {
+			r = attempt(lk);
+			if (r == TX_OK)
+				return LR_ACQ_GRANTED;
+			return r == TX_BUSY       ? LR_ACQ_BUSY
+			       : r == TX_KEY_BUSY ? LR_ACQ_KEY_BUSY
+			       : r == TX_INVALID  ? LR_ACQ_INVALID
+			                          : LR_ACQ_ERROR;
+		}
+	}
+}
+
+/*
+ * Extends every hold of the grant by the ttl, from the server's now, but
+ * only while none has expired: a hold that expired may already have been
+ * swept and its permit granted to someone else. Matched rows (the
+ * connection uses CLIENT_FOUND_ROWS) must equal the items. One statement.
+ * Returns false on a database error (the lease is then unknown); *lost is
+ * set when the server says the lease is gone.
+ */
+bool lr_lock_renew(struct lr_lock *lk, bool *lost)
+{
+	*lost = false;
+	if (!ensure_connected(lk))
+		return false;
+	if (!lr_db_queryf(lk->db,
+	                  "UPDATE lr_holds SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
+	                  "WHERE grant_id = %llu AND expires_at > NOW(6)",
+	                  lk->ttl_ms * 1000U, (unsigned long long)lk->grant_id)) {
+		take_db_error(lk);
+		return false;
+	}
+	if (lr_db_affected_rows(lk->db) != lk->nitems) {
+		*lost = true;
+		snprintf(lk->err, sizeof(lk->err),
+		         "the lease of grant %llu has expired or was revoked",
+		         (unsigned long long)lk->grant_id);
+	}
+	return true;
+}
+
+static const char *end_name(enum lr_end how)
+{
+	switch (how) {
+	case LR_END_EXITED:
+		return "exited";
+	case LR_END_SIGNALED:
+		return "signaled";
+	case LR_END_LOST:
+		return "lost";
+	case LR_END_SPAWN_FAILED:
+		return "spawn_failed";
+	case LR_END_ABORTED:
+		return "aborted";
+	}
+	return "aborted";
+}
+
+/*
+ * Gives the grant back and closes its lock-log entry, in one transaction
+ * (four round trips). Idempotent, so it is simply retried on a fresh
+ * connection after transient errors, a few times within a few seconds.
+ */
+bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
+{
+	unsigned backoff = 20;
+	char exit_status[16] = "NULL", term_signal[16] = "NULL";
+
+	if (!lk->grant_id)
+		return true;
+	if (how == LR_END_EXITED)
+		snprintf(exit_status, sizeof(exit_status), "%d", status);
+	else if (how == LR_END_SIGNALED || how == LR_END_LOST)
+		snprintf(term_signal, sizeof(term_signal), "%d", status);
+	for (int i = 0; i < 8; i++) {
+		if (ensure_connected(lk) && lr_db_query(lk->db, "START TRANSACTION") &&
+		    lr_db_queryf(lk->db, "DELETE FROM lr_holds WHERE grant_id = %llu",
+		                 (unsigned long long)lk->grant_id) &&
+		    lr_db_queryf(
+		        lk->db,
+		        "UPDATE lr_grants SET ended_at = NOW(6), end_reason = '%s', "
+		        "exit_status = %s, term_signal = %s WHERE id = %llu AND ended_at IS NULL",
+		        end_name(how), exit_status, term_signal,
+		        (unsigned long long)lk->grant_id) &&
+		    lr_db_query(lk->db, "COMMIT")) {
+			lk->held = false;
+			return true;
+		}
+		take_db_error(lk);
+		if (lr_db_connected(lk->db))
+			lr_db_query(lk->db, "ROLLBACK");
+		if (!lr_db_error_is_retryable(lr_db_errno(lk->db)))
+			break;
+		nap(lk, jitter(backoff));
+		backoff *= 2;
+	}
+	return false;
+}

@@ -1,0 +1,93 @@
+/*
+ * The SQL of taking, keeping and giving back locks. A request is a set of
+ * items (semaphore permits, mutexes, read or write locks, an idempotency
+ * key) granted together in one transaction or not at all. Lease times are
+ * the server's; this module never looks at the client's clock except to
+ * pace its own polling. No process code here.
+ */
+#ifndef LR_LOCK_H
+#define LR_LOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "db.h"
+
+#define LR_NAME_MAX 64
+
+enum lr_kind {
+	LR_KIND_SEMAPHORE,
+	LR_KIND_MUTEX,
+	LR_KIND_READ,
+	LR_KIND_WRITE,
+	LR_KIND_KEY, /* an idempotency key: never waited for */
+};
+
+struct lr_item {
+	enum lr_kind kind;
+	char name[LR_NAME_MAX + 4]; /* the resource row's name: keys get an "id:" prefix */
+	unsigned count;             /* permits asked for (semaphores); 1 otherwise */
+	uint64_t fence;             /* the fencing token, once granted */
+};
+
+/* Who holds a grant: written to the lock log for operators. */
+struct lr_owner {
+	const char *host;
+	const char *os_user;
+	const char *command;
+	pid_t pid;
+};
+
+enum lr_acquire {
+	LR_ACQ_GRANTED,
+	LR_ACQ_BUSY,     /* not available (and waiting ran out or was not wanted) */
+	LR_ACQ_KEY_BUSY, /* the idempotency key is held by a live grant */
+	LR_ACQ_INVALID,  /* cannot ever be granted: unknown semaphore, count > capacity */
+	LR_ACQ_CANCELED, /* the cancel flag was raised while waiting */
+	LR_ACQ_ERROR,    /* the database failed us */
+};
+
+struct lr_lock {
+	uv_loop_t *loop;
+	lr_db *db;
+	struct lr_item *items; /* sorted by name, no duplicates */
+	size_t nitems;
+	struct lr_owner owner;
+	unsigned ttl_ms;
+	char request_id[33];
+	uint64_t grant_id;
+	bool held;
+	bool maybe_committed;   /* a COMMIT was sent and its answer lost */
+	uint64_t valid_from_ms; /* CLOCK_BOOTTIME ms before the granting transaction began */
+	const volatile bool *cancel;
+	uv_timer_t *timer;
+	bool timer_fired;
+	unsigned polls; /* statements sent while waiting, for the curious */
+	char err[1024];
+};
+
+bool lr_name_valid(const char *name);
+bool lr_item_parse(struct lr_item *it, enum lr_kind kind, const char *arg, char *err,
+                   size_t errlen);
+
+bool lr_lock_init(struct lr_lock *lk, uv_loop_t *loop, lr_db *db, const struct lr_owner *owner,
+                  unsigned ttl_ms);
+void lr_lock_finish(struct lr_lock *lk);
+bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t errlen);
+void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag);
+
+bool lr_lock_session_setup(lr_db *db);
+enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s);
+bool lr_lock_renew(struct lr_lock *lk, bool *lost);
+
+/* How the child ended, for the lock log. */
+enum lr_end { LR_END_EXITED, LR_END_SIGNALED, LR_END_LOST, LR_END_SPAWN_FAILED, LR_END_ABORTED };
+bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status);
+
+const char *lr_kind_name(enum lr_kind k);
+
+#endif

@@ -1,0 +1,62 @@
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static const char *prog_name = "lockrun";
+static enum lr_log_level cur_level = LR_LOG_NORMAL;
+
+void lr_log_init(const char *prog, enum lr_log_level level)
+{
+	prog_name = prog;
+	cur_level = level;
+}
+
+enum lr_log_level lr_log_level(void)
+{
+	return cur_level;
+}
+
+/* One message is one fprintf of a whole line, so lines of concurrent
+ * processes sharing a stderr do not interleave mid-line. */
+static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_list ap)
+{
+	char msg[2048];
+
+	if (cur_level < need)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fprintf(stderr, "%s: %s%s\n", prog_name, tag, msg);
+}
+
+void lr_log_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(LR_LOG_QUIET, "", fmt, ap);
+	va_end(ap);
+}
+
+void lr_log_warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(LR_LOG_NORMAL, "warning: ", fmt, ap);
+	va_end(ap);
+}
+
+void lr_log_info(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(LR_LOG_VERBOSE, "", fmt, ap);
+	va_end(ap);
+}
+
+void lr_log_debug(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(LR_LOG_DEBUG, "debug: ", fmt, ap);
+	va_end(ap);
+}

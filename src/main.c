@@ -1,0 +1,456 @@
+/*
+ * lockrun: takes locks kept in MariaDB, runs a command while renewing
+ * them, and gives them back when it ends. This file wires the modules:
+ * cli and config decide what to do, db connects, lock takes and keeps the
+ * locks, supervisor runs the child.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "cli.h"
+#include "config.h"
+#include "db.h"
+#include "exitcodes.h"
+#include "lock.h"
+#include "log.h"
+#include "lr_build.h"
+#include "schema.h"
+#include "strbuf.h"
+#include "supervisor.h"
+
+/* Allowed error in the rate of our clock against the server's, and time
+ * for a SIGKILL to take effect: both come off the lease before it runs
+ * out at the server. */
+#define CLOCK_RATE_ERROR 0.01
+#define KILL_MARGIN_MS   250
+
+struct run {
+	uv_loop_t *loop;
+	struct lr_cli cli;
+	struct lr_config cfg;
+	lr_db *db;
+	lr_sup *sup;
+	struct lr_lock lock;
+	bool lock_ready;
+	volatile bool stop; /* a terminating signal arrived before the child ran */
+	int stop_signal;
+	volatile bool child_done;
+	uv_timer_t *beat;
+	bool renew_due;
+	double ttl, kill_after;
+	uint64_t term_at_ms; /* boottime: stop the child if not renewed by then */
+	bool lost;
+};
+
+/* CLOCK_BOOTTIME: monotonic, and unlike CLOCK_MONOTONIC it keeps counting
+ * while the machine is suspended, during which the lease runs out too. */
+static uint64_t boot_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void on_signal(int signo, void *arg)
+{
+	struct run *r = arg;
+
+	if (signo == SIGTERM || signo == SIGINT || signo == SIGHUP || signo == SIGQUIT) {
+		if (!r->stop)
+			r->stop_signal = signo;
+		r->stop = true;
+	}
+}
+
+static void on_beat(uv_timer_t *t)
+{
+	struct run *r = t->data;
+	r->renew_due = true;
+}
+
+static void free_handle(uv_handle_t *h)
+{
+	free(h);
+}
+
+/*
+ * The lease arithmetic. A lease renewed by a statement sent at local time
+ * t0 lasts at the server until at least t0 + ttl. Allowing our clock to
+ * run CLOCK_RATE_ERROR slow, the child must be dead by
+ * t0 + ttl*(1-err) - KILL_MARGIN: SIGTERM goes kill_after before that.
+ * Renewals run every ttl/3, so the stop must not come before two of them
+ * had their chance. Returns the SIGTERM offset from t0 in ms, 0 if unsafe.
+ */
+static uint64_t term_offset_ms(double ttl, double kill_after)
+{
+	double safe =
+	    ttl * (1.0 - CLOCK_RATE_ERROR) * 1000.0 - KILL_MARGIN_MS - kill_after * 1000.0;
+
+	return safe >= ttl * 1000.0 * 2.0 / 3.0 ? (uint64_t)safe : 0;
+}
+
+static char *join_command(char **argv)
+{
+	struct lr_sb sb;
+
+	lr_sb_init(&sb);
+	for (size_t i = 0; argv[i]; i++) {
+		if (i)
+			lr_sb_puts(&sb, " ");
+		lr_sb_puts(&sb, argv[i]);
+	}
+	return sb.buf ? sb.buf : strdup("");
+}
+
+/* LOCKRUN_FENCE (one lock, or only the --id key), LOCKRUN_FENCES and
+ * LOCKRUN_LEASE, as "NAME=value" strings for the child. */
+static char **lock_env(const struct lr_lock *lk)
+{
+	struct lr_sb fences, one;
+	char **env = calloc(4, sizeof(*env));
+	size_t nres = 0, k = 0;
+	const struct lr_item *single = NULL;
+
+	if (!env)
+		return NULL;
+	lr_sb_init(&fences);
+	lr_sb_init(&one);
+	for (size_t i = 0; i < lk->nitems; i++)
+		if (lk->items[i].kind != LR_KIND_KEY)
+			nres++;
+	lr_sb_puts(&fences, "LOCKRUN_FENCES=");
+	for (size_t i = 0; i < lk->nitems; i++) {
+		const struct lr_item *it = &lk->items[i];
+		if (nres && it->kind == LR_KIND_KEY)
+			continue;
+		if (fences.len > strlen("LOCKRUN_FENCES="))
+			lr_sb_puts(&fences, " ");
+		lr_sb_printf(&fences, "%s=%llu", it->name, (unsigned long long)it->fence);
+		single = it;
+	}
+	if (nres <= 1 && single) {
+		lr_sb_printf(&one, "LOCKRUN_FENCE=%llu", (unsigned long long)single->fence);
+		env[k++] = one.buf;
+	}
+	env[k++] = fences.buf;
+	lr_sb_init(&fences);
+	lr_sb_printf(&fences, "LOCKRUN_LEASE=%llu", (unsigned long long)lk->grant_id);
+	env[k++] = fences.buf;
+	return env;
+}
+
+static void free_env(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* Starts the lease clock from a statement sent at t0 (boottime ms). */
+static void lease_renewed(struct run *r, uint64_t t0)
+{
+	r->term_at_ms = t0 + term_offset_ms(r->ttl, r->kill_after);
+}
+
+static void lease_lost(struct run *r, const char *why)
+{
+	if (r->lost)
+		return;
+	r->lost = true;
+	if (r->cfg.lock.on_lost == LR_ON_LOST_IGNORE) {
+		lr_log_error("lock lost (%s); --on-lost=ignore: the command keeps running", why);
+		return;
+	}
+	lr_log_error("lock lost (%s); stopping the command", why);
+	lr_sup_terminate(r->sup, (unsigned)llround(r->kill_after * 1000));
+}
+
+/*
+ * Runs the loop until the child has exited, renewing every ttl/3. Before
+ * each renewal (and after any pause of ours, e.g. SIGSTOP) the local
+ * deadline is checked first: past it the lease may be gone, so the child
+ * is stopped without asking the server.
+ */
+static void supervise(struct run *r)
+{
+	unsigned interval = (unsigned)llround(r->ttl * 1000.0 / 3.0);
+
+	uv_timer_start(r->beat, on_beat, interval, interval);
+	while (!lr_sup_done(r->sup)) {
+		uv_run(r->loop, UV_RUN_ONCE);
+		if (lr_sup_done(r->sup))
+			break;
+		if (!r->lost && boot_ms() >= r->term_at_ms) {
+			lease_lost(r, "not renewed in time");
+			continue;
+		}
+		if (r->renew_due && !r->lost) {
+			uint64_t t0 = boot_ms();
+			bool gone = false;
+			r->renew_due = false;
+			if (lr_lock_renew(&r->lock, &gone) && !gone) {
+				lease_renewed(r, t0);
+				lr_log_debug("renewed grant %llu",
+				             (unsigned long long)r->lock.grant_id);
+			} else if (gone) {
+				lease_lost(r, r->lock.err);
+			} else {
+				lr_log_warn("cannot renew the lease: %s", r->lock.err);
+			}
+		}
+	}
+	uv_timer_stop(r->beat);
+}
+
+static int exit_status_of(struct run *r)
+{
+	struct lr_sup_status st = lr_sup_status(r->sup);
+
+	if (r->lost && r->cfg.lock.on_lost == LR_ON_LOST_KILL)
+		return LR_EXIT_LOCK_LOST;
+	if (st.signaled)
+		return LR_EXIT_SIGBASE + st.signo;
+	return st.code;
+}
+
+static bool merge_options(struct run *r, char *err, size_t errlen)
+{
+	struct lr_lock_defaults *d = &r->cfg.lock;
+	struct lr_cli *c = &r->cli;
+
+	if (c->ttl >= 0)
+		d->ttl = c->ttl;
+	if (c->kill_after >= 0)
+		d->kill_after = c->kill_after;
+	if (c->wait >= 0)
+		d->wait = c->wait;
+	if (c->nonblock)
+		d->wait = 0;
+	if (c->conflict_exit >= 0)
+		d->conflict_exit = c->conflict_exit;
+	if (c->on_lost >= 0)
+		d->on_lost = (enum lr_on_lost)c->on_lost;
+	r->ttl = d->ttl;
+	r->kill_after = d->kill_after;
+	if (d->on_lost == LR_ON_LOST_KILL && !term_offset_ms(r->ttl, r->kill_after)) {
+		snprintf(err, errlen,
+		         "--ttl %g with --kill-after %g cannot be safe: the command could outlive "
+		         "its lease; use a ttl of at least %.0f s or a shorter --kill-after",
+		         r->ttl, r->kill_after,
+		         ceil((r->kill_after + KILL_MARGIN_MS / 1000.0) /
+		              (1.0 / 3.0 - CLOCK_RATE_ERROR)));
+		return false;
+	}
+	return true;
+}
+
+static void owner_of(struct lr_owner *o, char *host, size_t hostlen, char *cmd)
+{
+	struct passwd *pw = getpwuid(getuid());
+
+	if (gethostname(host, hostlen) != 0)
+		snprintf(host, hostlen, "unknown");
+	host[hostlen - 1] = '\0';
+	o->host = host;
+	o->os_user = pw ? pw->pw_name : "unknown";
+	o->command = cmd;
+	o->pid = getpid();
+}
+
+static int acquire_failed(struct run *r, enum lr_acquire a)
+{
+	switch (a) {
+	case LR_ACQ_BUSY:
+	case LR_ACQ_KEY_BUSY:
+		if (r->cli.verbosity >= 0)
+			lr_log_error("not acquired: %s", r->lock.err);
+		return r->cfg.lock.conflict_exit;
+	case LR_ACQ_INVALID:
+		lr_log_error("%s", r->lock.err);
+		return LR_EXIT_USAGE;
+	case LR_ACQ_CANCELED:
+		lr_log_info("interrupted while waiting; nothing held");
+		return LR_EXIT_SIGBASE + r->stop_signal;
+	default:
+		lr_log_error("%s", r->lock.err);
+		return LR_EXIT_UNAVAILABLE;
+	}
+}
+
+/* Takes the locks, runs the child under them, gives them back. */
+static int run_locked(struct run *r)
+{
+	char host[256], err[1024], *cmd = join_command(r->cli.command);
+	struct lr_owner owner;
+	enum lr_acquire a;
+	char **env = NULL;
+	int rc;
+
+	owner_of(&owner, host, sizeof(host), cmd);
+	if (!cmd ||
+	    !lr_lock_init(&r->lock, r->loop, r->db, &owner, (unsigned)llround(r->ttl * 1000))) {
+		lr_log_error("out of memory");
+		rc = LR_EXIT_SOFTWARE;
+		goto out;
+	}
+	r->lock_ready = true;
+	for (size_t i = 0; i < r->cli.nitems; i++) {
+		if (!lr_lock_add(&r->lock, &r->cli.items[i], err, sizeof(err))) {
+			lr_log_error("%s", err);
+			rc = LR_EXIT_USAGE;
+			goto out;
+		}
+	}
+	lr_lock_set_cancel(&r->lock, &r->stop);
+	a = lr_lock_acquire(&r->lock, r->cfg.lock.wait);
+	if (a != LR_ACQ_GRANTED) {
+		rc = acquire_failed(r, a);
+		goto out;
+	}
+	lease_renewed(r, r->lock.valid_from_ms);
+	lr_log_info("acquired grant %llu", (unsigned long long)r->lock.grant_id);
+	if (r->stop) {
+		/* Asked to stop between the grant and the spawn: give it back. */
+		lr_lock_release(&r->lock, LR_END_ABORTED, 0);
+		rc = LR_EXIT_SIGBASE + r->stop_signal;
+		goto out;
+	}
+	env = lock_env(&r->lock);
+	if (!env) {
+		lr_log_error("out of memory");
+		lr_lock_release(&r->lock, LR_END_SPAWN_FAILED, 0);
+		rc = LR_EXIT_SOFTWARE;
+		goto out;
+	}
+	rc = lr_sup_spawn(r->sup, r->cli.command, env, err, sizeof(err));
+	if (rc != 0) {
+		lr_log_error("%s", err);
+		lr_lock_release(&r->lock, LR_END_SPAWN_FAILED, 0);
+		goto out;
+	}
+	/* From here a renewal in flight is abandoned as soon as the child is
+	 * gone: the release that follows matters more. */
+	lr_lock_set_cancel(&r->lock, NULL);
+	lr_db_set_cancel(r->db, NULL);
+	supervise(r);
+	rc = exit_status_of(r);
+	if (r->lost) {
+		lr_sup_kill_group(r->sup);
+		lr_lock_release(&r->lock, LR_END_LOST, 0);
+	} else {
+		struct lr_sup_status st = lr_sup_status(r->sup);
+		if (!lr_lock_release(&r->lock, st.signaled ? LR_END_SIGNALED : LR_END_EXITED,
+		                     st.signaled ? st.signo : st.code))
+			lr_log_warn("could not release grant %llu (%s); it expires within %g s",
+			            (unsigned long long)r->lock.grant_id, r->lock.err, r->ttl);
+		else
+			lr_log_info("released grant %llu", (unsigned long long)r->lock.grant_id);
+	}
+out:
+	free_env(env);
+	free(cmd);
+	return rc;
+}
+
+static int run(struct run *r, int argc, char **argv)
+{
+	char err[1024];
+	int rc;
+
+	lr_cli_init(&r->cli);
+	lr_config_init(&r->cfg);
+	if (!lr_cli_parse(&r->cli, argc, argv, err, sizeof(err))) {
+		lr_log_error("%s (see 'lockrun --help')", err);
+		return LR_EXIT_USAGE;
+	}
+	if (r->cli.help) {
+		lr_cli_usage(stdout);
+		return LR_EXIT_OK;
+	}
+	if (r->cli.version) {
+		printf("lockrun %s\n", LR_VERSION);
+		return LR_EXIT_OK;
+	}
+	lr_log_init("lockrun", r->cli.verbosity < 0    ? LR_LOG_QUIET
+	                       : r->cli.verbosity == 0 ? LR_LOG_NORMAL
+	                       : r->cli.verbosity == 1 ? LR_LOG_VERBOSE
+	                                               : LR_LOG_DEBUG);
+	if (!lr_config_load(&r->cfg, r->cli.config)) {
+		lr_log_error("%s", r->cfg.err);
+		return LR_EXIT_CONFIG;
+	}
+	if (!merge_options(r, err, sizeof(err))) {
+		lr_log_error("%s", err);
+		return LR_EXIT_USAGE;
+	}
+	r->loop = malloc(sizeof(*r->loop));
+	r->beat = malloc(sizeof(*r->beat));
+	if (!r->loop || !r->beat || uv_loop_init(r->loop) != 0) {
+		lr_log_error("cannot set up the event loop");
+		return LR_EXIT_OSERR;
+	}
+	uv_timer_init(r->loop, r->beat);
+	r->beat->data = r;
+	r->sup = lr_sup_create(r->loop, on_signal, r);
+	r->db = lr_db_create(r->loop, &r->cfg.db);
+	if (!r->sup || !r->db) {
+		lr_log_error("cannot set up signal handling");
+		return LR_EXIT_OSERR;
+	}
+	lr_db_set_cancel(r->db, &r->stop);
+	if (!lr_db_connect(r->db)) {
+		if (r->stop)
+			return LR_EXIT_SIGBASE + r->stop_signal;
+		lr_log_error("cannot connect to %s", lr_db_error(r->db));
+		return LR_EXIT_UNAVAILABLE;
+	}
+	if (!lr_schema_check(r->db, err, sizeof(err)) || !lr_lock_session_setup(r->db)) {
+		lr_log_error("%s", *err ? err : lr_db_error(r->db));
+		return r->stop ? LR_EXIT_SIGBASE + r->stop_signal : LR_EXIT_UNAVAILABLE;
+	}
+	rc = run_locked(r);
+	return rc;
+}
+
+static void cleanup(struct run *r)
+{
+	if (r->lock_ready)
+		lr_lock_finish(&r->lock);
+	lr_db_destroy(r->db);
+	lr_sup_destroy(r->sup);
+	if (r->loop) {
+		if (r->beat)
+			uv_close((uv_handle_t *)r->beat, free_handle);
+		uv_run(r->loop, UV_RUN_DEFAULT);
+		uv_loop_close(r->loop);
+		free(r->loop);
+	} else {
+		free(r->beat);
+	}
+	lr_cli_finish(&r->cli);
+	lr_config_finish(&r->cfg);
+}
+
+int main(int argc, char **argv)
+{
+	struct run r;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	/* A write to a dead database socket must be an error, not a death. */
+	signal(SIGPIPE, SIG_IGN);
+	lr_log_init("lockrun", LR_LOG_NORMAL);
+	rc = run(&r, argc, argv);
+	cleanup(&r);
+	return rc;
+}

@@ -1,0 +1,127 @@
+#include "schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysqld_error.h>
+
+#include "log.h"
+#include "strbuf.h"
+
+static unsigned latest(void)
+{
+	return lr_migrations[lr_migrations_count - 1].version;
+}
+
+/* Reads the recorded schema version; a database without our tables is at
+ * version 0. One query. */
+bool lr_schema_version(lr_db *db, unsigned *version, char *err, size_t errlen)
+{
+	MYSQL_ROW row;
+
+	*version = 0;
+	if (!lr_db_query(db, "SELECT COALESCE(MAX(version), 0) FROM lr_schema")) {
+		if (lr_db_errno(db) == ER_NO_SUCH_TABLE)
+			return true;
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		return false;
+	}
+	row = lr_db_fetch(db);
+	if (row && row[0])
+		*version = (unsigned)strtoul(row[0], NULL, 10);
+	return true;
+}
+
+/* lockrun's start-up check: the schema exists and is one we understand. */
+bool lr_schema_check(lr_db *db, char *err, size_t errlen)
+{
+	unsigned v;
+
+	if (!lr_schema_version(db, &v, err, errlen))
+		return false;
+	if (v == 0) {
+		snprintf(err, errlen, "%s: database has no lockrun schema; run 'lockrunctl init'",
+		         lr_db_server(db));
+		return false;
+	}
+	if (v < latest()) {
+		snprintf(err, errlen,
+		         "%s: lockrun schema is at version %u, this lockrun needs %u; "
+		         "run 'lockrunctl init'",
+		         lr_db_server(db), v, latest());
+		return false;
+	}
+	if (v > latest())
+		lr_log_debug("schema version %u is newer than ours (%u)", v, latest());
+	return true;
+}
+
+/* Runs a migration file statement by statement: statements end with ';'
+ * at the end of a line, and '--' lines are comments. */
+static bool run_script(lr_db *db, const char *sql, char *err, size_t errlen)
+{
+	struct lr_sb stmt;
+	const char *p = sql;
+	bool ok = true;
+
+	lr_sb_init(&stmt);
+	while (*p && ok) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		const char *t = p;
+		while (t < p + n && (*t == ' ' || *t == '\t'))
+			t++;
+		if (!(t + 1 < p + n && t[0] == '-' && t[1] == '-')) {
+			lr_sb_add(&stmt, p, n);
+			lr_sb_puts(&stmt, "\n");
+			while (n && (p[n - 1] == ' ' || p[n - 1] == '\r' || p[n - 1] == '\t'))
+				n--;
+			if (n && p[n - 1] == ';') {
+				if (!lr_db_query(db, lr_sb_str(&stmt))) {
+					snprintf(err, errlen, "%s", lr_db_error(db));
+					ok = false;
+				}
+				lr_sb_reset(&stmt);
+			}
+		}
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+	lr_sb_finish(&stmt);
+	return ok;
+}
+
+/*
+ * Brings the schema up to the newest migration. Serialised with a named
+ * lock so two concurrent inits do not interleave their DDL; a second run
+ * finds nothing to do and changes nothing. A few queries per migration.
+ */
+bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, char *err, size_t errlen)
+{
+	MYSQL_ROW row;
+	bool ok = false;
+
+	if (!lr_db_query(db, "SELECT GET_LOCK('lockrun.schema', 30)") || !(row = lr_db_fetch(db)) ||
+	    !row[0] || strcmp(row[0], "1") != 0) {
+		snprintf(err, errlen, "%s",
+		         lr_db_errno(db) ? lr_db_error(db)
+		                         : "another 'lockrunctl init' is running; try again");
+		return false;
+	}
+	if (!lr_schema_version(db, from, err, errlen))
+		goto out;
+	*to = *from;
+	for (size_t i = 0; i < lr_migrations_count; i++) {
+		const struct lr_migration *m = &lr_migrations[i];
+		if (m->version <= *from)
+			continue;
+		lr_log_info("applying migration %s", m->name);
+		if (!run_script(db, m->sql, err, errlen))
+			goto out;
+		*to = m->version;
+	}
+	ok = true;
+out:
+	lr_db_query(db, "DO RELEASE_LOCK('lockrun.schema')");
+	return ok;
+}

@@ -1,0 +1,24 @@
+/* The database schema: numbered migrations compiled in from sql/, applied
+ * by `lockrunctl init`, and checked by lockrun before it takes a lock. */
+#ifndef LR_SCHEMA_H
+#define LR_SCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "db.h"
+
+struct lr_migration {
+	unsigned version;
+	const char *name;
+	const char *sql;
+};
+
+extern const struct lr_migration lr_migrations[];
+extern const size_t lr_migrations_count;
+
+bool lr_schema_version(lr_db *db, unsigned *version, char *err, size_t errlen);
+bool lr_schema_check(lr_db *db, char *err, size_t errlen);
+bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,338 @@
+#include "supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "exitcodes.h"
+#include "log.h"
+
+extern char **environ;
+
+/* Signals passed on to the child's process group, as tini and dumb-init do. */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define NFORWARDED (sizeof(forwarded) / sizeof(forwarded[0]))
+
+struct lr_sup {
+	uv_loop_t *loop;
+	lr_sup_signal_fn on_signal;
+	void *arg;
+	uv_signal_t *sigs[NFORWARDED];
+	uv_signal_t *sigchld;
+	uv_timer_t *kill_timer;
+	pid_t pid; /* 0 before spawn; also the child's process group id */
+	bool done;
+	bool took_tty;
+	int wstatus;
+};
+
+static void free_handle(uv_handle_t *h)
+{
+	free(h);
+}
+
+/* Reaps our child only: never waitpid(-1), which could steal other
+ * children's statuses (libuv's, or a library's). */
+static void on_sigchld(uv_signal_t *h, int signo)
+{
+	lr_sup *sup = h->data;
+	int st;
+	pid_t r;
+
+	(void)signo;
+	if (!sup->pid || sup->done)
+		return;
+	do
+		r = waitpid(sup->pid, &st, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	if (r == sup->pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+		sup->wstatus = st;
+		sup->done = true;
+		uv_timer_stop(sup->kill_timer);
+	}
+}
+
+static void on_forward(uv_signal_t *h, int signo)
+{
+	lr_sup *sup = h->data;
+
+	if (sup->pid && !sup->done) {
+		lr_log_debug("forwarding signal %d to process group %ld", signo, (long)sup->pid);
+		kill(-sup->pid, signo);
+	}
+	if (sup->on_signal)
+		sup->on_signal(signo, sup->arg);
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+	lr_sup *sup = t->data;
+
+	if (sup->pid && !sup->done) {
+		lr_log_warn("child did not stop in time; sending SIGKILL to process group %ld",
+		            (long)sup->pid);
+		kill(-sup->pid, SIGKILL);
+	}
+}
+
+lr_sup *lr_sup_create(uv_loop_t *loop, lr_sup_signal_fn on_signal, void *arg)
+{
+	lr_sup *sup = calloc(1, sizeof(*sup));
+	size_t i;
+
+	if (!sup)
+		return NULL;
+	sup->loop = loop;
+	sup->on_signal = on_signal;
+	sup->arg = arg;
+	for (i = 0; i < NFORWARDED; i++) {
+		sup->sigs[i] = malloc(sizeof(uv_signal_t));
+		if (!sup->sigs[i])
+			goto fail;
+		uv_signal_init(loop, sup->sigs[i]);
+		sup->sigs[i]->data = sup;
+		uv_signal_start(sup->sigs[i], on_forward, forwarded[i]);
+	}
+	sup->sigchld = malloc(sizeof(*sup->sigchld));
+	sup->kill_timer = malloc(sizeof(*sup->kill_timer));
+	if (!sup->sigchld || !sup->kill_timer)
+		goto fail;
+	uv_signal_init(loop, sup->sigchld);
+	sup->sigchld->data = sup;
+	uv_signal_start(sup->sigchld, on_sigchld, SIGCHLD);
+	uv_timer_init(loop, sup->kill_timer);
+	sup->kill_timer->data = sup;
+	return sup;
+fail:
+	lr_sup_destroy(sup);
+	return NULL;
+}
+
+/* Handles are closed; the owner runs the loop once more to free them. */
+void lr_sup_destroy(lr_sup *sup)
+{
+	if (!sup)
+		return;
+	for (size_t i = 0; i < NFORWARDED; i++)
+		if (sup->sigs[i])
+			uv_close((uv_handle_t *)sup->sigs[i], free_handle);
+	if (sup->sigchld)
+		uv_close((uv_handle_t *)sup->sigchld, free_handle);
+	if (sup->kill_timer)
+		uv_close((uv_handle_t *)sup->kill_timer, free_handle);
+	if (sup->took_tty) {
+		/* Take the terminal back, or the shell would find itself in the
+		 * background of a dead process group. */
+		signal(SIGTTOU, SIG_IGN);
+		tcsetpgrp(STDIN_FILENO, getpgrp());
+		signal(SIGTTOU, SIG_DFL);
+	}
+	free(sup);
+}
+
+/*
+ * Finds the program as execvp(3) would, but in the parent: after fork only
+ * async-signal-safe calls are allowed (libuv may have started threads), so
+ * the child just calls execve. Returns 0, ENOENT or EACCES.
+ */
+static int find_program(const char *name, char *out, size_t outlen)
+{
+	const char *path = getenv("PATH");
+	int err = ENOENT;
+	struct stat st;
+
+	if (strchr(name, '/')) {
+		snprintf(out, outlen, "%s", name);
+		if (stat(name, &st) != 0)
+			return errno;
+		return S_ISDIR(st.st_mode) ? EACCES : 0;
+	}
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		const char *colon = strchr(path, ':');
+		size_t n = colon ? (size_t)(colon - path) : strlen(path);
+		snprintf(out, outlen, "%.*s%s%s", (int)n, n ? path : ".", "/", name);
+		if (stat(out, &st) == 0) {
+			if (S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+				return 0;
+			err = EACCES;
+		}
+		if (!colon)
+			break;
+		path = colon + 1;
+	}
+	return err;
+}
+
+/* The child's environment: ours, less stale LOCKRUN_* lock variables from
+ * an outer lockrun, plus the new ones. Built before fork. */
+static char **build_env(char *const extra[])
+{
+	size_t n = 0, m = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	while (extra[m])
+		m++;
+	env = calloc(n + m + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(environ[i], "LOCKRUN_FENCE=", 14) == 0 ||
+		    strncmp(environ[i], "LOCKRUN_FENCES=", 15) == 0 ||
+		    strncmp(environ[i], "LOCKRUN_LEASE=", 14) == 0)
+			continue;
+		env[k++] = environ[i];
+	}
+	for (size_t i = 0; i < m; i++)
+		env[k++] = extra[i];
+	return env;
+}
+
+/* Runs in the forked child: async-signal-safe calls only. */
+static void child_exec(const char *path, char *const argv[], char **env, int errfd, pid_t parent,
+                       bool take_tty, const sigset_t *oldmask)
+{
+	struct sigaction sa;
+	int err;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &sa, NULL);
+	setpgid(0, 0);
+	/* If lockrun dies, even by SIGKILL, the child must not run on unlocked. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(LR_EXIT_SOFTWARE);
+	if (take_tty)
+		tcsetpgrp(STDIN_FILENO, getpid()); /* SIGTTOU is still blocked here */
+	sigprocmask(SIG_SETMASK, oldmask, NULL);
+	execve(path, argv, env);
+	err = errno;
+	while (write(errfd, &err, sizeof(err)) < 0 && errno == EINTR)
+		;
+	_exit(err == ENOENT ? LR_EXIT_NOTFOUND : LR_EXIT_NOEXEC);
+}
+
+/*
+ * Starts the command. Returns 0, or an exit status (126, 127, 71) with a
+ * message in err. stdio is inherited as is; the database socket is not
+ * (it is close-on-exec). Costs a fork and an exec, and one read on a
+ * close-on-exec pipe that tells exec failure from success.
+ */
+int lr_sup_spawn(lr_sup *sup, char *const argv[], char *const extra_env[], char *err, size_t errlen)
+{
+	char path[4096];
+	char **env = NULL;
+	int pfd[2] = {-1, -1}, child_err = 0, rc = LR_EXIT_OSERR, e;
+	sigset_t all, old;
+	bool take_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	pid_t pid, parent = getpid();
+	ssize_t n;
+
+	e = find_program(argv[0], path, sizeof(path));
+	if (e) {
+		snprintf(err, errlen, "%s: %s", argv[0],
+		         e == ENOENT && !strchr(argv[0], '/') ? "command not found" : strerror(e));
+		return e == ENOENT ? LR_EXIT_NOTFOUND : LR_EXIT_NOEXEC;
+	}
+	env = build_env(extra_env);
+	if (!env || pipe(pfd) != 0 || fcntl(pfd[0], F_SETFD, FD_CLOEXEC) != 0 ||
+	    fcntl(pfd[1], F_SETFD, FD_CLOEXEC) != 0) {
+		snprintf(err, errlen, "cannot prepare to run %s: %s", argv[0], strerror(errno));
+		goto out;
+	}
+	/* Block everything across fork so no handler of ours runs in the child
+	 * before it resets them. */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0)
+		child_exec(path, argv, env, pfd[1], parent, take_tty, &old);
+	e = errno;
+	if (pid > 0)
+		setpgid(pid, pid); /* both sides set it: no race with a fast child */
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		snprintf(err, errlen, "cannot fork: %s", strerror(e));
+		goto out;
+	}
+	sup->pid = pid;
+	sup->took_tty = take_tty;
+	close(pfd[1]);
+	pfd[1] = -1;
+	do
+		n = read(pfd[0], &child_err, sizeof(child_err));
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(child_err)) {
+		snprintf(err, errlen, "%s: %s", argv[0], strerror(child_err));
+		rc = child_err == ENOENT ? LR_EXIT_NOTFOUND : LR_EXIT_NOEXEC;
+		goto out;
+	}
+	lr_log_debug("started %s as pid %ld", path, (long)pid);
+	rc = 0;
+out:
+	if (pfd[0] >= 0)
+		close(pfd[0]);
+	if (pfd[1] >= 0)
+		close(pfd[1]);
+	free(env);
+	return rc;
+}
+
+bool lr_sup_done(const lr_sup *sup)
+{
+	return sup->done;
+}
+
+pid_t lr_sup_pid(const lr_sup *sup)
+{
+	return sup->pid;
+}
+
+struct lr_sup_status lr_sup_status(const lr_sup *sup)
+{
+	struct lr_sup_status s = {0};
+
+	if (!sup->done)
+		return s;
+	if (WIFEXITED(sup->wstatus)) {
+		s.exited = true;
+		s.code = WEXITSTATUS(sup->wstatus);
+	} else if (WIFSIGNALED(sup->wstatus)) {
+		s.signaled = true;
+		s.signo = WTERMSIG(sup->wstatus);
+	}
+	return s;
+}
+
+/* Asks the child's whole process group to stop, and makes sure it does:
+ * SIGKILL follows after kill_after_ms unless the child is gone by then. */
+void lr_sup_terminate(lr_sup *sup, unsigned kill_after_ms)
+{
+	if (!sup->pid || sup->done)
+		return;
+	kill(-sup->pid, SIGTERM);
+	kill(-sup->pid, SIGCONT); /* a stopped group would never see the SIGTERM */
+	if (!uv_is_active((uv_handle_t *)sup->kill_timer))
+		uv_timer_start(sup->kill_timer, on_kill_timer, kill_after_ms, 0);
+}
+
+/* Kills whatever is left of the child's process group (grandchildren that
+ * outlived it), when the lock they ran under is gone. */
+void lr_sup_kill_group(lr_sup *sup)
+{
+	if (sup->pid)
+		kill(-sup->pid, SIGKILL);
+}
