@@ -1,0 +1,114 @@
+#!/usr/bin/env bats
+#
+# Configuration: lookup order, errors that name file:line (exit 78), the
+# password warnings, and that the password goes nowhere else.
+
+load helpers/common
+
+setup() {
+	reset_db
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set cfgsem 1
+	conf=$BATS_TEST_TMPDIR/lockrun.conf
+}
+
+@test "an unknown key is a configuration error naming file:line (78)" {
+	printf '[database]\nuser = x\nprot = 3306\n' >"$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_failure 78
+	assert_output "lockrun: $conf:3: unknown key 'prot' in [database]"
+}
+
+@test "an unknown section is a configuration error naming file:line" {
+	printf '[database]\n[locking]\nttl = 5\n' >"$conf"
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_failure 78
+	assert_output "lockrunctl: $conf:3: unknown section [locking]"
+}
+
+@test "a malformed value is a configuration error naming the key" {
+	printf '[lock]\nttl = 30\nwait = soon\n' >"$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_failure 78
+	assert_output --partial "$conf:3: wait: 'soon'"
+}
+
+@test "a missing -c file is a configuration error" {
+	run "$LOCKRUN" -c "$BATS_TEST_TMPDIR/nope.conf" -s cfgsem -- true
+	assert_failure 78
+	assert_output "lockrun: $BATS_TEST_TMPDIR/nope.conf: No such file or directory"
+}
+
+@test "-c wins over \$LOCKRUN_CONFIG" {
+	printf '[database]\nbogus = 1\n' >"$conf"
+	LOCKRUN_CONFIG=$conf run "$LOCKRUN" -c "$LR_DB/lockrun.conf" -s cfgsem -- true
+	assert_success
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_failure 78
+}
+
+@test "\$LOCKRUN_CONFIG is used when there is no -c" {
+	printf '[database]\nbogus = 1\n' >"$conf"
+	LOCKRUN_CONFIG=$conf run "$LOCKRUN" -s cfgsem -- true
+	assert_failure 78
+	assert_output --partial "$conf:2: unknown key 'bogus'"
+}
+
+@test "[lock] sets site defaults that flags override" {
+	cp "$LR_DB/lockrun.conf" "$conf"
+	printf '[lock]\nconflict_exit_code = 42\n' >>"$conf"
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set cfgsem 1
+	"$LOCKRUN" -c "$conf" -s cfgsem -- sleep 3 3>&- &
+	lr_wait_for test "$(sql 'SELECT COUNT(*) FROM lr_holds')" = 1
+	run "$LOCKRUN" -c "$conf" -n -s cfgsem -- true
+	assert_failure 42
+	run "$LOCKRUN" -c "$conf" -n -E 7 -s cfgsem -- true
+	assert_failure 7
+	wait
+}
+
+@test "a config file holding a password readable by others gets a warning" {
+	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lockrun\npassword = %s\n' \
+		"$LR_PORT" "$(cat "$LR_DB/lockrun.pw")" >"$conf"
+	chmod 644 "$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_success
+	assert_output --partial "warning: $conf holds a password and is readable by group or others"
+	chmod 600 "$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_success
+	assert_output ""
+}
+
+@test "a password_file readable by others gets a warning" {
+	cp "$LR_DB/lockrun.pw" "$BATS_TEST_TMPDIR/pw"
+	chmod 640 "$BATS_TEST_TMPDIR/pw"
+	sed "s|^password_file.*|password_file = $BATS_TEST_TMPDIR/pw|" "$LR_DB/lockrun.conf" >"$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_success
+	assert_output --partial "warning: $BATS_TEST_TMPDIR/pw: password file is readable by group or others"
+}
+
+@test "the password is neither in the child's environment nor on any command line" {
+	local pw
+	pw=$(cat "$LR_DB/lockrun.pw")
+	run "$LOCKRUN" -s cfgsem -- sh -c 'env; tr "\0" " " </proc/$PPID/cmdline'
+	assert_success
+	assert_output --partial "LOCKRUN_FENCE="
+	refute_output --partial "$pw"
+}
+
+@test "with only a socket configured, the OS user logs in by unix_socket authentication" {
+	printf '[database]\nsocket = %s\n' "$LR_SOCKET" >"$conf"
+	run "$LOCKRUNCTL" -c "$conf" status cfgsem
+	assert_success
+	assert_output --partial "cfgsem"
+}
+
+@test "with no configuration at all, the local server's default socket is tried" {
+	[[ ! -e /etc/lockrun.conf ]] || skip "/etc/lockrun.conf exists on this machine"
+	env -u LOCKRUN_CONFIG "$LOCKRUNCTL" status >"$BATS_TEST_TMPDIR/out" 2>&1 && status=0 || status=$?
+	[[ -S /run/mysqld/mysqld.sock ]] && skip "a system server is running here"
+	assert_equal "$status" 69
+	run cat "$BATS_TEST_TMPDIR/out"
+	assert_output --partial "cannot connect to the local server's socket"
+}

@@ -1,0 +1,156 @@
+#!/usr/bin/env bats
+#
+# Connection failures: each is one line naming the server and the cause,
+# exit 69, and never a wait longer than connect_timeout. TLS for real.
+
+load helpers/common
+
+setup() {
+	conf=$BATS_TEST_TMPDIR/db.conf
+}
+
+teardown() {
+	[[ -z ${fake_pid:-} ]] || kill "$fake_pid" 2>/dev/null || true
+}
+
+# conf_with KEY=VALUE...: the suite's account config, with keys replaced or added.
+conf_with() {
+	cp "$LR_DB/lockrun.conf" "$conf"
+	local kv
+	for kv in "$@"; do
+		sed -i "/^${kv%%=*} *=/d" "$conf"
+		printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$conf"
+	done
+}
+
+# fake MODE: start tests/tools/fakemysqld, set fake_port.
+fake() {
+	"$LR_TOOLS/fakemysqld" --mode "$1" --port-file "$BATS_TEST_TMPDIR/fake.port" >/dev/null 3>&- &
+	fake_pid=$!
+	lr_wait_for test -s "$BATS_TEST_TMPDIR/fake.port"
+	fake_port=$(cat "$BATS_TEST_TMPDIR/fake.port")
+}
+
+@test "wrong password: one line naming the server, exit 69" {
+	printf 'not-the-password\n' >"$BATS_TEST_TMPDIR/pw"
+	chmod 600 "$BATS_TEST_TMPDIR/pw"
+	conf_with "password_file=$BATS_TEST_TMPDIR/pw"
+	run "$LOCKRUN" -c "$conf" -s any -- true
+	assert_failure 69
+	assert_output "lockrun: cannot connect to 127.0.0.1:$LR_PORT: Access denied for user 'lockrun'@'127.0.0.1' (using password: YES) (1045)"
+}
+
+@test "unreachable host: refused port, exit 69" {
+	conf_with "port=1"
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_failure 69
+	assert_output --partial "lockrunctl: cannot connect to 127.0.0.1:1: "
+	assert_equal "${#lines[@]}" 1
+}
+
+@test "unresolvable host name, exit 69" {
+	conf_with "host=no-such-host.invalid"
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_failure 69
+	assert_output --partial "no-such-host.invalid: cannot resolve host name"
+}
+
+@test "missing database, exit 69" {
+	printf '[database]\nsocket = %s\nuser = root\ndatabase = nosuchdb\n' "$LR_SOCKET" >"$conf"
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_failure 69
+	assert_output "lockrunctl: cannot connect to $LR_SOCKET: Unknown database 'nosuchdb' (1049)"
+}
+
+@test "missing schema: told to run lockrunctl init, exit 69" {
+	sql "CREATE DATABASE IF NOT EXISTS lr_empty"
+	printf '[database]\nsocket = %s\nuser = root\ndatabase = lr_empty\n' "$LR_SOCKET" >"$conf"
+	run "$LOCKRUN" -c "$conf" -s any -- true
+	assert_failure 69
+	assert_output "lockrun: $LR_SOCKET: database has no lockrun schema; run 'lockrunctl init'"
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_failure 69
+	assert_output --partial "run 'lockrunctl init'"
+	sql "DROP DATABASE lr_empty"
+}
+
+@test "server too old: refused with its version, exit 69" {
+	fake old
+	conf_with "port=$fake_port"
+	run "$LOCKRUN" -c "$conf" -s any -- true
+	assert_failure 69
+	assert_output "lockrun: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is too old; lockrun needs MariaDB 10.3 or MySQL 8.0 or newer"
+}
+
+@test "a server that accepts but never answers: gives up within connect_timeout" {
+	fake hang
+	conf_with "port=$fake_port" "connect_timeout=2"
+	local t0=$EPOCHREALTIME
+	run "$LOCKRUN" -c "$conf" -s any -- true
+	local ms=$(( (${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000 ))
+	assert_failure 69
+	assert_output "lockrun: cannot connect to 127.0.0.1:$fake_port: no answer within 2.0 s"
+	# Bounded by the timeout, not by luck: between 2 s and 2 s plus slack.
+	(( ms >= 1900 && ms < 4500 )) || fail "took ${ms} ms"
+}
+
+@test "SIGTERM while connecting to a hung server ends lockrun at once" {
+	fake hang
+	conf_with "port=$fake_port" "connect_timeout=30"
+	"$LOCKRUN" -c "$conf" -s any -- true 3>&- &
+	local pid=$!
+	sleep 0.5
+	local t0=$EPOCHREALTIME
+	kill -TERM "$pid"
+	local rc=0
+	wait "$pid" || rc=$?
+	local ms=$(( (${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000 ))
+	assert_equal "$rc" 143
+	(( ms < 1500 )) || fail "took ${ms} ms to stop"
+}
+
+@test "hosts are tried in order: a dead first host falls through to the next" {
+	fake hang
+	printf '[database]\nhost = 127.0.0.1, localhost\nport = %s\nsocket = %s\nuser = root\nconnect_timeout = 1\n' \
+		"$fake_port" "$LR_SOCKET" >"$conf"
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_success
+}
+
+@test "every host failing: one line naming each host and its cause" {
+	printf '[database]\nhost = 127.0.0.1,127.0.0.1\nport = 1\nuser = x\n' >"$conf"
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_failure 69
+	assert_output --regexp "^lockrunctl: cannot connect to any database host: 127.0.0.1:1: .*; 127.0.0.1:1: .*$"
+}
+
+@test "TLS: ssl_ca with ssl_verify_server_cert succeeds against the test CA" {
+	# An account that can only log in over TLS proves the connection was TLS.
+	sql "CREATE USER IF NOT EXISTS 'lrtls'@'%' IDENTIFIED BY 'tls-pw' REQUIRE SSL;
+		GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lrtls'@'%'"
+	printf 'tls-pw\n' >"$BATS_TEST_TMPDIR/pw"
+	chmod 600 "$BATS_TEST_TMPDIR/pw"
+	conf_with "user=lrtls" "password_file=$BATS_TEST_TMPDIR/pw" "ssl_ca=$LR_TLS/ca.pem" \
+		"ssl_verify_server_cert=true"
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set tlssem 1
+	run "$LOCKRUN" -c "$conf" -s tlssem -- echo inside
+	assert_success
+	assert_output "inside"
+}
+
+@test "TLS: a wrong CA is refused with a clear error" {
+	conf_with "ssl_ca=$LR_TLS/other-ca.pem" "ssl_verify_server_cert=true"
+	run "$LOCKRUN" -c "$conf" -s any -- true
+	assert_failure 69
+	assert_output --regexp "^lockrun: cannot connect to 127.0.0.1:$LR_PORT: TLS/SSL error: .*certificate"
+}
+
+@test "TLS: an account that requires TLS is refused without it" {
+	sql "CREATE USER IF NOT EXISTS 'lrtls'@'%' IDENTIFIED BY 'tls-pw' REQUIRE SSL"
+	printf 'tls-pw\n' >"$BATS_TEST_TMPDIR/pw"
+	chmod 600 "$BATS_TEST_TMPDIR/pw"
+	conf_with "user=lrtls" "password_file=$BATS_TEST_TMPDIR/pw"
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_failure 69
+	assert_output --partial "Access denied"
+}

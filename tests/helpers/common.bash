@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+#
+# Loaded by every bats file:   load helpers/common
+#
+# tests/run starts one MariaDB server for the whole suite, provisions it and
+# exports where everything is (LR_SRC, LR_BUILD, LOCKRUN, LOCKRUNCTL, LR_TMP,
+# LR_DB, LR_PORT, LR_SOCKET, LR_TLS, LOCKRUN_CONFIG, LR_ADMIN_CONFIG,
+# LR_TOOLS). Run the suite, or some files of it, through tests/run.
+#
+# Note for setup_file / teardown_file: they run in their own process, so the
+# helpers below work there as well as in tests (all state lives in files and
+# the exported variables). Variables a test needs from setup_file must be
+# exported. A background process started by a test or by setup_file must not
+# keep bats's fd 3 open, or bats waits for it forever: start it as
+# `cmd 3>&- &` (lr_server_start already does this).
+
+load "${LR_BATS_LIB:-/usr/lib/bats}/bats-support/load"
+load "${LR_BATS_LIB:-/usr/lib/bats}/bats-assert/load"
+
+if [[ -z ${LR_BUILD:-} || -z ${LR_DB:-} ]]; then
+	echo "LR_BUILD/LR_DB are not set: run the tests with tests/run" >&2
+	return 1
+fi
+
+# shellcheck source=tests/helpers/server.bash
+source "${BASH_SOURCE[0]%/*}/server.bash"
+
+# sql "SQL": run SQL as the admin account in the lockrun database of the
+# suite's server; prints tab-separated rows without a header.
+sql() {
+	lr_admin_sql "$LR_DB" "$*" lockrun
+}
+
+# reset_db: forget every resource, lease, waiter, grant and audit row, so a
+# test starts from an empty (but initialised) schema.
+reset_db() {
+	sql "DELETE FROM lr_holds; DELETE FROM lr_waiters; DELETE FROM lr_grants;
+		DELETE FROM lr_resources; DELETE FROM lr_capacity_audit;"
+}
+
+# lr_wait_for [-t SECONDS] CMD...: run CMD every 0.1 s until it succeeds;
+# fail (with a message naming CMD) after SECONDS (a whole number), default
+# $LR_WAIT_TIMEOUT or 10.  Example: lr_wait_for -t 5 test -s "$BATS_TEST_TMPDIR/pid"
+lr_wait_for() {
+	local timeout=${LR_WAIT_TIMEOUT:-10} deadline
+	if [[ ${1:-} == -t ]]; then
+		timeout=$2
+		shift 2
+	fi
+	# Wall-clock bound (microseconds), so a slow CMD does not stretch it.
+	deadline=$((${EPOCHREALTIME/[.,]/} + timeout * 1000000))
+	while :; do
+		"$@" && return 0
+		if ((${EPOCHREALTIME/[.,]/} >= deadline)); then
+			echo "lr_wait_for: gave up after ${timeout}s waiting for: $*" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+}

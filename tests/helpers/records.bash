@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+#
+# Children's own records: each child appends "enter NAME WEIGHT" and
+# "leave NAME WEIGHT" lines under a local file lock, so the tests judge
+# exclusion from what the children saw, not from what lockrun says.
+
+# rec_cmd FILE NAME[:WEIGHT]... [-- SECONDS]: a shell command for lockrun to
+# run that enters, sleeps (default 0.1 s), and leaves.
+rec_cmd() {
+	local file=$1 secs=0.1 items=()
+	shift
+	while (($#)); do
+		if [[ $1 == -- ]]; then
+			secs=$2
+			break
+		fi
+		items+=("$1")
+		shift
+	done
+	local enter="" leave="" it
+	for it in "${items[@]}"; do
+		enter+="echo enter ${it%%:*} $([[ $it == *:* ]] && echo "${it#*:}" || echo 1) \$LOCKRUN_FENCE;"
+		leave+="echo leave ${it%%:*} $([[ $it == *:* ]] && echo "${it#*:}" || echo 1);"
+	done
+	printf 'flock %q sh -c %q >>%q; sleep %s; flock %q sh -c %q >>%q' \
+		"$file.lk" "$enter" "$file" "$secs" "$file.lk" "$leave" "$file"
+}
+
+# rec_max FILE NAME: the most weight of NAME ever inside at once.
+rec_max() {
+	awk -v n="$2" '$2 == n && $1 == "enter" { u += $3; if (u > m) m = u }
+		$2 == n && $1 == "leave" { u -= $3 } END { print m + 0 }' "$1"
+}
+
+# rec_count FILE WHAT NAME: how many enter (or leave) records NAME has.
+rec_count() {
+	awk -v w="$2" -v n="$3" '$1 == w && $2 == n { c++ } END { print c + 0 }' "$1"
+}
