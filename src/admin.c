@@ -158,11 +158,11 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 	lr_sb_init(&sb);
 	lr_sb_init(&where);
 	if (name) {
-		lr_sb_puts(&where, "WHERE r.name = ");
+		lr_sb_puts(&where, "WHERE (r.name = ");
 		lr_db_sb_quote(db, &where, name);
 		lr_sb_puts(&where, " OR r.name = CONCAT('id:', ");
 		lr_db_sb_quote(db, &where, name);
-		lr_sb_puts(&where, ")");
+		lr_sb_puts(&where, "))");
 	}
 	lr_sb_printf(&sb,
 	             "SELECT r.name, r.kind, r.capacity, COALESCE(SUM(h.permits), 0), r.fence "

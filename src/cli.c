@@ -16,6 +16,7 @@ enum {
 	OPT_ON_LOST,
 	OPT_READ,
 	OPT_WRITE,
+	OPT_NAMED,
 };
 
 static const struct option longopts[] = {
@@ -175,6 +176,10 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 			if (!add_item(cli, LR_KIND_WRITE, optarg, err, errlen))
 				return false;
 			break;
+		case OPT_NAMED:
+			if (!add_item(cli, LR_KIND_NAMED, optarg, err, errlen))
+				return false;
+			break;
 		case OPT_ID:
 			if (cli->id) {
 				snprintf(err, errlen, "--id given more than once");
@@ -243,7 +248,8 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 		}
 	}
 	if (cli->nitems == 0) {
-		snprintf(err, errlen, "no lock given: use -s, -x, --read, --write or --id");
+		snprintf(err, errlen,
+		         "no lock given: use -s, -x, --read, --write, --named or --id");
 		return false;
 	}
 	if (optind >= argc) {

@@ -52,7 +52,8 @@ static void usage(FILE *out)
 	      "  -V, --version         show the version\n"
 	      "\n"
 	      "Exit status: 0 done; 1 status NAME found nothing; 64 usage error;\n"
-	      "69 database unavailable or schema missing; 78 configuration error.\n",
+	      "69 database unavailable or schema missing; 70 internal error;\n"
+	      "71 system error; 78 configuration error.\n",
 	      out);
 }
 
@@ -102,7 +103,7 @@ static int cmd_init(struct ctl *c)
 static int cmd_set(struct ctl *c, const char *name, const char *cap_s)
 {
 	char err[1024], host[256];
-	struct passwd *pw = getpwuid(getuid());
+	struct passwd *pw = getpwuid(geteuid());
 	unsigned cap;
 	long old;
 
@@ -202,9 +203,21 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 	return LR_EXIT_USAGE;
 }
 
-static bool known_command(const char *cmd)
+/* Everything about the command line that can be checked before
+ * connecting: the command exists and has the right number of arguments. */
+static bool command_ok(int argc, char **argv)
 {
-	return strcmp(cmd, "init") == 0 || strcmp(cmd, "set") == 0 || strcmp(cmd, "status") == 0;
+	const char *cmd = argv[0];
+	int nargs = argc - 1;
+
+	if (strcmp(cmd, "init") == 0)
+		return arity(cmd, nargs, 0, 0);
+	if (strcmp(cmd, "set") == 0)
+		return arity(cmd, nargs, 2, 2);
+	if (strcmp(cmd, "status") == 0)
+		return arity(cmd, nargs, 0, 1);
+	lr_log_error("unknown command '%s' (see 'lockrunctl --help')", cmd);
+	return false;
 }
 
 static int run(struct ctl *c, int argc, char **argv)
@@ -250,10 +263,8 @@ static int run(struct ctl *c, int argc, char **argv)
 		lr_log_error("no command given (see 'lockrunctl --help')");
 		return LR_EXIT_USAGE;
 	}
-	if (!known_command(argv[optind])) {
-		lr_log_error("unknown command '%s' (see 'lockrunctl --help')", argv[optind]);
+	if (!command_ok(argc - optind, argv + optind))
 		return LR_EXIT_USAGE;
-	}
 	if (!lr_config_load(&c->cfg, c->config)) {
 		lr_log_error("%s", c->cfg.err);
 		return LR_EXIT_CONFIG;

@@ -41,6 +41,7 @@ struct lr_db {
 	const volatile bool *cancel;
 	unsigned op_timeout_ms;
 
+	unsigned generation; /* bumped by every successful connect */
 	unsigned err;
 	char errmsg[1024];
 	char server[300];
@@ -293,6 +294,13 @@ bool lr_db_connected(const lr_db *db)
 	return db->m != NULL;
 }
 
+/* Changes whenever a new connection replaces the old one: session state
+ * (settings, named locks) belongs to one generation. */
+unsigned lr_db_generation(const lr_db *db)
+{
+	return db->m ? db->generation : 0;
+}
+
 static void set_options(lr_db *db, MYSQL *m, bool tcp)
 {
 	const struct lr_db_params *p = db->p;
@@ -354,6 +362,7 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 	int st, fd;
 
 	snprintf(db->server, sizeof(db->server), "%s", label);
+	db->expired = db->aborting = false;
 	db->m = mysql_init(NULL);
 	if (!db->m) {
 		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
@@ -375,11 +384,23 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 	fd = (int)mysql_get_socket(db->m);
 	if (fd >= 0)
 		fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+	/* Connector/C 3.3 may fall back to plain text when the server offers
+	 * no TLS; asking for a CA or certificate means we will not. */
+	if (ip && (p->ssl_ca || p->ssl_cert || p->ssl_verify_server_cert) &&
+	    !mysql_get_ssl_cipher(db->m)) {
+		set_error(
+		    db, CR_SSL_CONNECTION_ERROR,
+		    "%s: TLS was required (ssl_ca/ssl_cert set) but the server did not offer it",
+		    db->server);
+		lr_db_disconnect(db);
+		return false;
+	}
 	if (!check_version(db)) {
 		lr_db_disconnect(db);
 		return false;
 	}
 	db->err = 0;
+	db->generation++;
 	return true;
 }
 
@@ -507,7 +528,7 @@ bool lr_db_connect(lr_db *db)
 			break;
 	}
 	if (!ok && n > 1)
-		set_error(db, first_err, "no database host answered: %s", lr_sb_str(&why));
+		set_error(db, first_err, "any database host: %s", lr_sb_str(&why));
 	lr_sb_finish(&why);
 	if (ok)
 		lr_log_debug("connected to %s", db->server);
@@ -529,6 +550,7 @@ bool lr_db_query(lr_db *db, const char *sql)
 		return false;
 	}
 	lr_log_debug("%s: %s", db->server, sql);
+	db->expired = db->aborting = false;
 	st = mysql_real_query_start(&db->ret_int, db->m, sql, strlen(sql));
 	if (st)
 		drive(db, st, cont_query, timeout_ms);

@@ -54,6 +54,7 @@ void lr_db_destroy(lr_db *db);
 bool lr_db_connect(lr_db *db);
 void lr_db_disconnect(lr_db *db);
 bool lr_db_connected(const lr_db *db);
+unsigned lr_db_generation(const lr_db *db);
 
 bool lr_db_query(lr_db *db, const char *sql);
 bool lr_db_queryf(lr_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -35,6 +35,8 @@ const char *lr_kind_name(enum lr_kind k)
 		return "rwlock";
 	case LR_KIND_KEY:
 		return "key";
+	case LR_KIND_NAMED:
+		return "named lock";
 	}
 	return "?";
 }
@@ -150,9 +152,11 @@ void lr_lock_finish(struct lr_lock *lk)
 	memset(lk, 0, sizeof(*lk));
 }
 
+/* The flag also interrupts a statement in flight (a long GET_LOCK wait). */
 void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag)
 {
 	lk->cancel = flag;
+	lr_db_set_cancel(lk->db, flag);
 }
 
 /* Adds an item keeping the list sorted by name, the order rows are locked
@@ -178,6 +182,10 @@ bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t
 		lk->items[i] = lk->items[i - 1];
 	lk->items[i] = *it;
 	lk->nitems++;
+	if (it->kind == LR_KIND_NAMED)
+		lk->nnamed++;
+	else
+		lk->ntable++;
 	return true;
 }
 
@@ -221,17 +229,24 @@ static void nap(struct lr_lock *lk, unsigned ms)
 	uv_timer_stop(lk->timer);
 }
 
-/*
- * Per-connection settings every lock statement relies on: UTC for the
- * DATETIMEs we show, READ COMMITTED so each locking read sees the latest
- * commit, and a short lock wait so a stuck row costs a retry, not a hang.
- * Two statements; run after every (re)connect.
- */
-bool lr_lock_session_setup(lr_db *db)
+/* Whether any item lives in lockrun's tables (a request of named locks only
+ * needs no schema at all). */
+bool lr_lock_needs_tables(const struct lr_lock *lk)
 {
-	return lr_db_queryf(db, "SET SESSION time_zone = '+00:00', innodb_lock_wait_timeout = %d",
-	                    LOCK_WAIT_TIMEOUT_S) &&
-	       lr_db_query(db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+	return lk->ntable > 0;
+}
+
+static bool is_table(const struct lr_item *it)
+{
+	return it->kind != LR_KIND_NAMED;
+}
+
+static uint64_t boot_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void take_db_error(struct lr_lock *lk)
@@ -239,23 +254,52 @@ static void take_db_error(struct lr_lock *lk)
 	snprintf(lk->err, sizeof(lk->err), "%s", lr_db_error(lk->db));
 }
 
+/*
+ * Per-connection settings every lock statement relies on: UTC for the
+ * DATETIMEs we show, READ COMMITTED so each locking read sees the latest
+ * commit, a short lock wait so a stuck row costs a retry, not a hang; and
+ * whether this is a Galera node (named locks are node-local there). Three
+ * statements, once per connection.
+ */
+static bool session_setup(struct lr_lock *lk)
+{
+	MYSQL_ROW row;
+
+	if (!lr_db_queryf(lk->db, "SET SESSION time_zone = '+00:00', innodb_lock_wait_timeout = %d",
+	                  LOCK_WAIT_TIMEOUT_S) ||
+	    !lr_db_query(lk->db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"))
+		return false;
+	lk->galera = false;
+	if (lr_db_query(lk->db, "SELECT @@wsrep_on") && (row = lr_db_fetch(lk->db)) && row[0])
+		lk->galera = strcmp(row[0], "1") == 0 || strcmp(row[0], "ON") == 0;
+	else if (lr_db_errno(lk->db) != ER_UNKNOWN_SYSTEM_VARIABLE && !lr_db_connected(lk->db))
+		return false;
+	lk->setup_gen = lr_db_generation(lk->db);
+	return true;
+}
+
 static bool ensure_connected(struct lr_lock *lk)
 {
-	if (lr_db_connected(lk->db))
+	if (lr_db_connected(lk->db) && lk->setup_gen == lr_db_generation(lk->db))
 		return true;
-	if (lr_db_connect(lk->db) && lr_lock_session_setup(lk->db))
+	if ((lr_db_connected(lk->db) || lr_db_connect(lk->db)) && session_setup(lk))
 		return true;
 	take_db_error(lk);
 	return false;
 }
 
-/* "'a','b','c'": the names of all items, for IN (...). */
+/* "'a','b','c'": the names of all table items, for IN (...). */
 static void add_name_list(struct lr_lock *lk, struct lr_sb *sb)
 {
+	bool first = true;
+
 	for (size_t i = 0; i < lk->nitems; i++) {
-		if (i)
+		if (!is_table(&lk->items[i]))
+			continue;
+		if (!first)
 			lr_sb_puts(sb, ",");
 		lr_db_sb_quote(lk->db, sb, lk->items[i].name);
+		first = false;
 	}
 }
 
@@ -283,7 +327,7 @@ static bool kind_matches(const struct lr_item *it, const char *kind)
 static struct lr_item *find_item(struct lr_lock *lk, const char *name)
 {
 	for (size_t i = 0; i < lk->nitems; i++)
-		if (strcmp(lk->items[i].name, name) == 0)
+		if (is_table(&lk->items[i]) && strcmp(lk->items[i].name, name) == 0)
 			return &lk->items[i];
 	return NULL;
 }
@@ -300,7 +344,7 @@ static bool create_missing(struct lr_lock *lk)
 	lr_sb_puts(&sb, "INSERT IGNORE INTO lr_resources (name, kind, capacity) VALUES ");
 	for (size_t i = 0; i < lk->nitems; i++) {
 		const struct lr_item *it = &lk->items[i];
-		if (it->kind == LR_KIND_SEMAPHORE)
+		if (it->kind == LR_KIND_SEMAPHORE || !is_table(it))
 			continue;
 		lr_sb_puts(&sb, any ? ",(" : "(");
 		lr_db_sb_quote(lk->db, &sb, it->name);
@@ -333,8 +377,8 @@ static enum tx failed(struct lr_lock *lk)
 
 /* Checks the locked resource rows against the request: every semaphore
  * must exist, kinds must match, and no count may exceed the capacity.
- * Remembers each row's capacity and fence for the rest of the transaction. */
-static enum tx check_rows(struct lr_lock *lk, unsigned long *caps)
+ * Remembers each row's capacity, fence and ticket counter. */
+static enum tx check_rows(struct lr_lock *lk, unsigned long *caps, uint64_t *tickets)
 {
 	bool present[lk->nitems];
 	size_t seen = 0;
@@ -343,25 +387,28 @@ static enum tx check_rows(struct lr_lock *lk, unsigned long *caps)
 	memset(present, 0, sizeof(present));
 	while ((row = lr_db_fetch(lk->db))) {
 		struct lr_item *it = find_item(lk, row[0]);
+		size_t i;
 		if (!it)
 			continue;
-		present[it - lk->items] = true;
+		i = (size_t)(it - lk->items);
+		present[i] = true;
 		seen++;
-		caps[it - lk->items] = strtoul(row[2], NULL, 10);
+		caps[i] = strtoul(row[2], NULL, 10);
 		it->fence = strtoull(row[3], NULL, 10);
+		tickets[i] = strtoull(row[4], NULL, 10);
 		if (!kind_matches(it, row[1])) {
 			snprintf(lk->err, sizeof(lk->err), "'%s' is a %s, not a %s",
 			         display_name(it), row[1], lr_kind_name(it->kind));
 			return TX_INVALID;
 		}
-		if (it->kind == LR_KIND_SEMAPHORE && it->count > caps[it - lk->items]) {
+		if (it->kind == LR_KIND_SEMAPHORE && it->count > caps[i]) {
 			snprintf(lk->err, sizeof(lk->err),
 			         "asked for %u permits of semaphore '%s', whose capacity is %s",
 			         it->count, it->name, row[2]);
 			return TX_INVALID;
 		}
 	}
-	if (seen == lk->nitems)
+	if (seen == lk->ntable)
 		return TX_OK;
 	for (size_t i = 0; i < lk->nitems; i++) {
 		if (lk->items[i].kind == LR_KIND_SEMAPHORE && !present[i]) {
@@ -375,41 +422,70 @@ static enum tx check_rows(struct lr_lock *lk, unsigned long *caps)
 	return TX_MISSING;
 }
 
-/* Compares live use with capacity. The hold rows of every resource we
- * locked can only shrink while we hold its row lock (all inserts take that
- * lock first), so this count can only overstate use, never understate it. */
-static enum tx check_use(struct lr_lock *lk, const unsigned long *caps)
+/* Reads "resource, number" rows into a per-item array. */
+static void read_counts(struct lr_lock *lk, unsigned long long *out)
 {
-	unsigned long long used[lk->nitems];
 	MYSQL_ROW row;
 
-	memset(used, 0, sizeof(used));
+	memset(out, 0, lk->nitems * sizeof(*out));
 	while ((row = lr_db_fetch(lk->db))) {
 		struct lr_item *it = find_item(lk, row[0]);
 		if (it)
-			used[it - lk->items] = strtoull(row[1], NULL, 10);
+			out[it - lk->items] = strtoull(row[1], NULL, 10);
 	}
+}
+
+/*
+ * The grant rule, for every table item: it fits in the capacity left by
+ * live holds, and no live waiter that queued before us waits on the same
+ * resource (before we queue, any live waiter counts as before us). An
+ * idempotency key that is held is never waited for.
+ */
+static enum tx decide(struct lr_lock *lk, const unsigned long *caps, const unsigned long long *used,
+                      const unsigned long long *ahead)
+{
+	enum tx r = TX_OK;
+
 	for (size_t i = 0; i < lk->nitems; i++) {
 		const struct lr_item *it = &lk->items[i];
+		if (!is_table(it))
+			continue;
+		if (it->kind == LR_KIND_KEY && used[i]) {
+			snprintf(lk->err, sizeof(lk->err),
+			         "another run with --id '%s' is still going", display_name(it));
+			return TX_KEY_BUSY;
+		}
+		if (r != TX_OK)
+			continue;
 		if (used[i] + permits_for(it) > caps[i]) {
-			if (it->kind == LR_KIND_KEY) {
-				snprintf(lk->err, sizeof(lk->err),
-				         "another run with --id '%s' is still going",
+			if (it->kind == LR_KIND_SEMAPHORE)
+				snprintf(lk->err, sizeof(lk->err), "'%s' is busy (%llu/%lu used)",
+				         display_name(it), used[i], caps[i]);
+			else
+				snprintf(lk->err, sizeof(lk->err), "'%s' is busy",
 				         display_name(it));
-				return TX_KEY_BUSY;
-			}
-			snprintf(lk->err, sizeof(lk->err), "'%s' is busy", display_name(it));
-			return TX_BUSY;
+			r = TX_BUSY;
+		} else if (ahead[i]) {
+			snprintf(lk->err, sizeof(lk->err), "'%s' has %llu request%s queued ahead",
+			         display_name(it), ahead[i], ahead[i] == 1 ? "" : "s");
+			r = TX_BUSY;
 		}
 	}
-	return TX_OK;
+	return r;
+}
+
+static void add_owner_values(struct lr_lock *lk, struct lr_sb *sb)
+{
+	lr_db_sb_quote(lk->db, sb, lk->owner.host);
+	lr_sb_printf(sb, ",%ld,", (long)lk->owner.pid);
+	lr_db_sb_quote(lk->db, sb, lk->owner.os_user);
 }
 
 static bool add_grant(struct lr_lock *lk)
 {
 	const struct lr_item *key = NULL;
 	struct lr_sb sb;
-	bool ok;
+	bool ok, first = true;
 
 	for (size_t i = 0; i < lk->nitems; i++)
 		if (lk->items[i].kind == LR_KIND_KEY)
@@ -421,9 +497,7 @@ static bool add_grant(struct lr_lock *lk)
 	lr_sb_puts(&sb, ",");
 	lr_db_sb_quote(lk->db, &sb, key ? display_name(key) : NULL);
 	lr_sb_puts(&sb, ",");
-	lr_db_sb_quote(lk->db, &sb, lk->owner.host);
-	lr_sb_printf(&sb, ",%ld,", (long)lk->owner.pid);
-	lr_db_sb_quote(lk->db, &sb, lk->owner.os_user);
+	add_owner_values(lk, &sb);
 	lr_sb_puts(&sb, ",CURRENT_USER(),LEFT(");
 	lr_db_sb_quote(lk->db, &sb, lk->owner.command);
 	lr_sb_printf(&sb, ",1024),%u,NOW(6))", lk->ttl_ms);
@@ -434,79 +508,152 @@ static bool add_grant(struct lr_lock *lk)
 	           "INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at) VALUES ");
 	for (size_t i = 0; i < lk->nitems && ok; i++) {
 		const struct lr_item *it = &lk->items[i];
-		lr_sb_puts(&sb, i ? ",(" : "(");
+		if (!is_table(it))
+			continue;
+		lr_sb_puts(&sb, first ? "(" : ",(");
 		lr_db_sb_quote(lk->db, &sb, it->name);
 		lr_sb_printf(&sb, ",%llu,%u,%llu,NOW(6) + INTERVAL %u MICROSECOND)",
 		             (unsigned long long)lk->grant_id, permits_for(it),
 		             (unsigned long long)it->fence, lk->ttl_ms * 1000U);
+		first = false;
 	}
 	ok = ok && lr_db_query(lk->db, lr_sb_str(&sb));
+	if (ok && lk->queued)
+		ok = lr_db_queryf(lk->db, "DELETE FROM lr_waiters WHERE request_id = '%s'",
+		                  lk->request_id);
 	lr_sb_finish(&sb);
 	return ok;
 }
 
+/* Takes a place in the queue of every table item: one ticket from each
+ * resource's counter, all in the transaction that holds all their rows, so
+ * the order of two requests is the same on every resource they share. */
+static bool enqueue(struct lr_lock *lk, const char *in, const uint64_t *tickets)
+{
+	struct lr_sb sb;
+	bool ok, first = true;
+
+	if (!lr_db_queryf(lk->db, "UPDATE lr_resources SET ticket = ticket + 1 WHERE name IN (%s)",
+	                  in))
+		return false;
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, "
+	                "os_user, command, since, expires_at) VALUES ");
+	for (size_t i = 0; i < lk->nitems; i++) {
+		struct lr_item *it = &lk->items[i];
+		if (!is_table(it))
+			continue;
+		it->ticket = tickets[i] + 1;
+		lr_sb_puts(&sb, first ? "(" : ",(");
+		lr_db_sb_quote(lk->db, &sb, it->name);
+		lr_sb_printf(&sb, ",%llu,'%s',%u,", (unsigned long long)it->ticket, lk->request_id,
+		             permits_for(it));
+		add_owner_values(lk, &sb);
+		lr_sb_puts(&sb, ",LEFT(");
+		lr_db_sb_quote(lk->db, &sb, lk->owner.command);
+		lr_sb_printf(&sb, ",1024),NOW(6),NOW(6) + INTERVAL %u MICROSECOND)",
+		             lk->ttl_ms * 1000U);
+		first = false;
+	}
+	ok = lr_db_query(lk->db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	return ok;
+}
+
+/* "resource IN (...)" before we queue; afterwards only earlier tickets. */
+static void add_ahead_clause(struct lr_lock *lk, struct lr_sb *sb, const char *in)
+{
+	bool first = true;
+
+	if (!lk->queued) {
+		lr_sb_printf(sb, "resource IN (%s)", in);
+		return;
+	}
+	lr_sb_puts(sb, "(");
+	for (size_t i = 0; i < lk->nitems; i++) {
+		const struct lr_item *it = &lk->items[i];
+		if (!is_table(it))
+			continue;
+		lr_sb_puts(sb, first ? "(resource = " : " OR (resource = ");
+		lr_db_sb_quote(lk->db, sb, it->name);
+		lr_sb_printf(sb, " AND ticket < %llu)", (unsigned long long)it->ticket);
+		first = false;
+	}
+	lr_sb_puts(sb, ")");
+}
+
 /*
- * One acquire transaction: lock the resource rows in name order, sweep
- * expired holds (a write, so a concurrent renewal of the same hold
- * conflicts instead of both winning), count live use, and if everything
- * fits, bump each resource's fence (the written row every contender
- * conflicts on, also under Galera) and insert the grant and its holds.
- * About nine round trips; row locks are held for their duration only.
+ * One acquire transaction over the table items: lock the resource rows in
+ * name order, sweep expired holds and waiters (writes, so a concurrent
+ * renewal of the same row conflicts instead of both winning), count live
+ * use and the waiters ahead of us, and if the grant rule holds, bump each
+ * resource's fence (the written row every contender conflicts on, also
+ * under Galera) and insert the grant and its holds. If not, and we are to
+ * wait, take a place in the queues in the same transaction. About ten
+ * round trips; row locks are held for their duration only.
  */
-static enum tx try_once(struct lr_lock *lk)
+static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 {
 	unsigned long caps[lk->nitems];
+	uint64_t tickets[lk->nitems];
+	unsigned long long used[lk->nitems], ahead[lk->nitems];
 	struct lr_sb in, sb;
 	enum tx r = TX_FAIL;
 
 	lr_sb_init(&in);
 	lr_sb_init(&sb);
 	add_name_list(lk, &in);
-	{
-		struct timespec ts;
-		clock_gettime(CLOCK_BOOTTIME, &ts);
-		lk->valid_from_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-	}
+	lk->valid_from_ms = boot_ms();
 	if (!lr_db_query(lk->db, "START TRANSACTION"))
 		goto db_fail;
-	lr_sb_printf(&sb,
-	             "SELECT name, kind, capacity, fence FROM lr_resources WHERE name IN (%s) "
-	             "ORDER BY name FOR UPDATE",
-	             lr_sb_str(&in));
+	lr_sb_printf(
+	    &sb,
+	    "SELECT name, kind, capacity, fence, ticket FROM lr_resources WHERE name IN (%s) "
+	    "ORDER BY name FOR UPDATE",
+	    lr_sb_str(&in));
 	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
 		goto db_fail;
-	r = check_rows(lk, caps);
+	r = check_rows(lk, caps, tickets);
 	if (r != TX_OK)
 		goto rollback;
-
+	if (!lr_db_queryf(
+	        lk->db,
+	        "UPDATE lr_grants g JOIN lr_holds h ON h.grant_id = g.id "
+	        "SET g.ended_at = h.expires_at, g.end_reason = 'expired' "
+	        "WHERE h.resource IN (%s) AND h.expires_at <= NOW(6) AND g.ended_at IS NULL",
+	        lr_sb_str(&in)) ||
+	    !lr_db_queryf(lk->db,
+	                  "DELETE FROM lr_holds WHERE resource IN (%s) AND expires_at <= NOW(6)",
+	                  lr_sb_str(&in)) ||
+	    !lr_db_queryf(lk->db,
+	                  "DELETE FROM lr_waiters WHERE resource IN (%s) AND expires_at <= NOW(6)",
+	                  lr_sb_str(&in)) ||
+	    !lr_db_queryf(lk->db,
+	                  "SELECT resource, SUM(permits) FROM lr_holds WHERE resource IN (%s) "
+	                  "GROUP BY resource LOCK IN SHARE MODE",
+	                  lr_sb_str(&in)))
+		goto db_fail;
+	read_counts(lk, used);
 	lr_sb_reset(&sb);
-	lr_sb_printf(&sb,
-	             "UPDATE lr_grants g JOIN lr_holds h ON h.grant_id = g.id "
-	             "SET g.ended_at = h.expires_at, g.end_reason = 'expired' "
-	             "WHERE h.resource IN (%s) AND h.expires_at <= NOW(6) AND g.ended_at IS NULL",
-	             lr_sb_str(&in));
+	lr_sb_printf(&sb, "SELECT resource, COUNT(*) FROM lr_waiters WHERE request_id <> '%s' AND ",
+	             lk->request_id);
+	add_ahead_clause(lk, &sb, lr_sb_str(&in));
+	lr_sb_puts(&sb, " GROUP BY resource LOCK IN SHARE MODE");
 	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
 		goto db_fail;
-	lr_sb_reset(&sb);
-	lr_sb_printf(&sb, "DELETE FROM lr_holds WHERE resource IN (%s) AND expires_at <= NOW(6)",
-	             lr_sb_str(&in));
-	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
-		goto db_fail;
-	lr_sb_reset(&sb);
-	lr_sb_printf(&sb,
-	             "SELECT resource, SUM(permits) FROM lr_holds WHERE resource IN (%s) "
-	             "GROUP BY resource LOCK IN SHARE MODE",
-	             lr_sb_str(&in));
-	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
-		goto db_fail;
-	r = check_use(lk, caps);
+	read_counts(lk, ahead);
+	r = decide(lk, caps, used, ahead);
+	if (r == TX_BUSY && !lk->queued && may_enqueue) {
+		if (!enqueue(lk, lr_sb_str(&in), tickets) || !lr_db_query(lk->db, "COMMIT"))
+			goto db_fail;
+		lk->queued = true;
+		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
+		goto out;
+	}
 	if (r != TX_OK)
 		goto rollback;
-
-	lr_sb_reset(&sb);
-	lr_sb_printf(&sb, "UPDATE lr_resources SET fence = fence + 1 WHERE name IN (%s)",
-	             lr_sb_str(&in));
-	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
+	if (!lr_db_queryf(lk->db, "UPDATE lr_resources SET fence = fence + 1 WHERE name IN (%s)",
+	                  lr_sb_str(&in)))
 		goto db_fail;
 	for (size_t i = 0; i < lk->nitems; i++)
 		lk->items[i].fence++;
@@ -521,19 +668,92 @@ static enum tx try_once(struct lr_lock *lk)
 		goto db_fail;
 	}
 	lk->maybe_committed = false;
-	lk->held = true;
+	lk->queued = false;
 	r = TX_OK;
 	goto out;
 db_fail:
 	r = failed(lk);
 	goto out;
 rollback:
-	if (!lr_db_query(lk->db, "ROLLBACK"))
-		r = failed(lk) == TX_RETRY && r == TX_BUSY ? TX_BUSY : TX_FAIL;
+	if (!lr_db_query(lk->db, "ROLLBACK") && r == TX_OK)
+		r = failed(lk);
 out:
 	lr_sb_finish(&in);
 	lr_sb_finish(&sb);
 	return r;
+}
+
+/* Named locks, on this connection, each without waiting. On any miss the
+ * ones already taken are given back: a request is all or nothing. One
+ * statement per lock. */
+static bool release_named(struct lr_lock *lk);
+
+static enum tx take_named(struct lr_lock *lk)
+{
+	MYSQL_ROW row;
+
+	if (!lk->nnamed)
+		return TX_OK;
+	if (lk->galera) {
+		snprintf(
+		    lk->err, sizeof(lk->err),
+		    "%s is a Galera node: named locks there are local to one node and would not "
+		    "exclude other nodes; use --mutex instead",
+		    lr_db_server(lk->db));
+		return TX_INVALID;
+	}
+	for (size_t i = 0; i < lk->nitems; i++) {
+		struct lr_item *it = &lk->items[i];
+		struct lr_sb sb;
+		bool ok;
+		if (is_table(it))
+			continue;
+		lr_sb_init(&sb);
+		lr_sb_puts(&sb, "SELECT GET_LOCK(");
+		lr_db_sb_quote(lk->db, &sb, it->name);
+		lr_sb_puts(&sb, ", 0)");
+		ok = lr_db_query(lk->db, lr_sb_str(&sb));
+		lr_sb_finish(&sb);
+		if (!ok)
+			return failed(lk);
+		lk->named_held = true;
+		lk->named_gen = lr_db_generation(lk->db);
+		row = lr_db_fetch(lk->db);
+		if (!row || !row[0] || strcmp(row[0], "1") != 0) {
+			snprintf(lk->err, sizeof(lk->err),
+			         "named lock '%s' is held by another session", it->name);
+			release_named(lk);
+			return TX_BUSY;
+		}
+	}
+	return TX_OK;
+}
+
+/* Gives back every named lock this session holds (RELEASE_ALL_LOCKS would
+ * also drop the wake-up lock, which has its own life). One statement. */
+static bool release_named(struct lr_lock *lk)
+{
+	struct lr_sb sb;
+	bool ok, first = true;
+
+	if (!lk->named_held)
+		return true;
+	lk->named_held = false;
+	if (lk->named_gen != lr_db_generation(lk->db))
+		return true; /* that connection is gone, and its locks with it */
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "DO ");
+	for (size_t i = 0; i < lk->nitems; i++) {
+		if (is_table(&lk->items[i]))
+			continue;
+		lr_sb_puts(&sb, first ? "RELEASE_LOCK(" : ", RELEASE_LOCK(");
+		lr_db_sb_quote(lk->db, &sb, lk->items[i].name);
+		lr_sb_puts(&sb, ")");
+		first = false;
+	}
+	ok = lr_db_query(lk->db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	return ok;
 }
 
 /*
@@ -561,37 +781,73 @@ static enum tx settle(struct lr_lock *lk)
 		}
 	}
 	lk->maybe_committed = false;
-	if (n == lk->nitems) {
+	if (n == lk->ntable) {
 		lr_log_info("adopted grant %llu after a lost commit answer",
 		            (unsigned long long)lk->grant_id);
-		lk->held = true;
+		lk->queued = false;
 		return TX_OK;
 	}
 	lk->grant_id = 0;
 	return TX_RETRY;
 }
 
+/* The wake-up lock of a grant: its holder keeps it while it holds the
+ * grant, so a waiter blocked in GET_LOCK on it wakes the moment the grant
+ * is released (or its holder's connection dies). An accelerator only:
+ * correctness never depends on it, and on Galera it is not used. */
+static void wake_name(struct lr_sb *sb, uint64_t gid)
+{
+	lr_sb_printf(sb, "'lockrun.grant.%llu'", (unsigned long long)gid);
+}
+
+static void take_wake_lock(struct lr_lock *lk)
+{
+	struct lr_sb sb;
+
+	if (lk->galera || !lk->grant_id)
+		return;
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "DO GET_LOCK(");
+	wake_name(&sb, lk->grant_id);
+	lr_sb_puts(&sb, ", 0)");
+	lk->wake_held = lr_db_query(lk->db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+}
+
 /* One attempt, with the whole transaction retried on deadlocks, lock wait
  * timeouts, certification failures and dropped connections (bounded,
  * jittered backoff). A missing auto-created row is created, then retried. */
-static enum tx attempt(struct lr_lock *lk)
+static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 {
 	enum tx r = TX_RETRY;
 	unsigned backoff = 5;
 
 	for (int i = 0; i < TX_RETRIES && !canceled(lk); i++) {
-		if (!ensure_connected(lk))
+		if (!ensure_connected(lk)) {
 			r = TX_RETRY;
-		else if (lk->maybe_committed)
+		} else if (lk->maybe_committed) {
 			r = settle(lk);
-		else
-			r = TX_RETRY;
-		if (r == TX_OK)
-			return r;
-		if (lr_db_connected(lk->db) && !lk->maybe_committed) {
-			r = try_once(lk);
+			if (r == TX_OK) {
+				r = take_named(lk);
+				if (r != TX_OK) {
+					/* The adopted grant is useless without its named locks. */
+					lr_lock_release(lk, LR_END_ABORTED, 0);
+					return r;
+				}
+				return TX_OK;
+			}
+		} else {
+			r = take_named(lk);
+			if (r == TX_OK && lk->ntable)
+				r = try_table(lk, may_enqueue);
 			if (r == TX_MISSING)
 				r = create_missing(lk) ? TX_RETRY : failed(lk);
+			if (r != TX_OK)
+				release_named(lk);
+			if (r == TX_OK) {
+				take_wake_lock(lk);
+				return r;
+			}
 			if (r != TX_RETRY)
 				return r;
 			if (i == 0 && lr_db_connected(lk->db))
@@ -607,7 +863,8 @@ static enum tx attempt(struct lr_lock *lk)
 /*
  * A cheap snapshot read that says whether a full attempt could succeed.
  * It decides nothing (the transaction does); it only spares the server a
- * locking transaction per poll while we wait. One statement.
+ * locking transaction per poll while we wait. It also picks a holder whose
+ * wake-up lock we may wait on. One statement (two with named locks).
  */
 static bool looks_free(struct lr_lock *lk)
 {
@@ -615,89 +872,218 @@ static bool looks_free(struct lr_lock *lk)
 	MYSQL_ROW row;
 	bool free_now = true;
 
+	lk->wake_gid = 0;
 	lr_sb_init(&sb);
-	lr_sb_puts(&sb,
-	           "SELECT r.name, r.capacity, COALESCE(SUM(h.permits), 0) FROM lr_resources r "
-	           "LEFT JOIN lr_holds h ON h.resource = r.name AND h.expires_at > NOW(6) "
-	           "WHERE r.name IN (");
-	add_name_list(lk, &sb);
-	lr_sb_puts(&sb, ") GROUP BY r.name, r.capacity");
-	lk->polls++;
-	if (!lr_db_query(lk->db, lr_sb_str(&sb))) {
-		lr_sb_finish(&sb);
-		return true; /* let the attempt find out what is wrong */
+	if (lk->ntable) {
+		lr_sb_puts(&sb, "SELECT r.name, r.capacity, "
+		                "(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h "
+		                "WHERE h.resource = r.name AND h.expires_at > NOW(6)), "
+		                "(SELECT COUNT(*) FROM lr_waiters w WHERE w.resource = r.name "
+		                "AND w.expires_at > NOW(6) AND w.request_id <> ");
+		lr_db_sb_quote(lk->db, &sb, lk->request_id);
+		if (lk->queued) {
+			lr_sb_puts(&sb, " AND w.ticket < CASE r.name");
+			for (size_t i = 0; i < lk->nitems; i++) {
+				if (!is_table(&lk->items[i]))
+					continue;
+				lr_sb_puts(&sb, " WHEN ");
+				lr_db_sb_quote(lk->db, &sb, lk->items[i].name);
+				lr_sb_printf(&sb, " THEN %llu",
+				             (unsigned long long)lk->items[i].ticket);
+			}
+			lr_sb_puts(&sb, " END");
+		}
+		lr_sb_puts(&sb,
+		           "), (SELECT MIN(h.grant_id) FROM lr_holds h WHERE h.resource = r.name "
+		           "AND h.expires_at > NOW(6)) FROM lr_resources r WHERE r.name IN (");
+		add_name_list(lk, &sb);
+		lr_sb_puts(&sb, ")");
+		if (!lr_db_query(lk->db, lr_sb_str(&sb)))
+			goto out; /* let the attempt find out what is wrong */
+		while ((row = lr_db_fetch(lk->db))) {
+			struct lr_item *it = find_item(lk, row[0]);
+			bool full;
+			if (!it)
+				continue;
+			full = strtoull(row[2], NULL, 10) + permits_for(it) >
+			       strtoull(row[1], NULL, 10);
+			if (full || strtoull(row[3], NULL, 10) > 0)
+				free_now = false;
+			if (full && !lk->wake_gid && row[4])
+				lk->wake_gid = strtoull(row[4], NULL, 10);
+		}
 	}
+	if (free_now && lk->nnamed) {
+		bool first = true;
+		lr_sb_reset(&sb);
+		lr_sb_puts(&sb, "SELECT ");
+		for (size_t i = 0; i < lk->nitems; i++) {
+			if (is_table(&lk->items[i]))
+				continue;
+			lr_sb_puts(&sb, first ? "IS_FREE_LOCK(" : " AND IS_FREE_LOCK(");
+			lr_db_sb_quote(lk->db, &sb, lk->items[i].name);
+			lr_sb_puts(&sb, ")");
+			first = false;
+		}
+		if (lr_db_query(lk->db, lr_sb_str(&sb)) && (row = lr_db_fetch(lk->db)) && row[0])
+			free_now = strcmp(row[0], "1") == 0;
+	}
+out:
+	if (lk->wake_gid == lk->stale_gid)
+		lk->wake_gid = 0;
 	lr_sb_finish(&sb);
-	while ((row = lr_db_fetch(lk->db))) {
-		struct lr_item *it = find_item(lk, row[0]);
-		if (it && strtoull(row[2], NULL, 10) + permits_for(it) > strtoull(row[1], NULL, 10))
-			free_now = false;
-	}
 	return free_now;
 }
 
 /*
+ * Waits up to ms for something to change: in GET_LOCK on a holder's
+ * wake-up lock when we know one (returning at once when it is released),
+ * else on a timer. Either way signals are served and the cancel flag
+ * ends the wait.
+ */
+static void wait_for_change(struct lr_lock *lk, unsigned ms)
+{
+	struct lr_sb sb;
+	MYSQL_ROW row;
+	bool woke = false;
+
+	if (!lk->wake_gid || lk->galera || ms < 20 || !lr_db_connected(lk->db)) {
+		nap(lk, ms);
+		return;
+	}
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "SELECT GET_LOCK(");
+	wake_name(&sb, lk->wake_gid);
+	lr_sb_printf(&sb, ", %u.%03u)", ms / 1000, ms % 1000);
+	lr_db_set_op_timeout(lk->db, ms + 5000);
+	if (lr_db_query(lk->db, lr_sb_str(&sb)) && (row = lr_db_fetch(lk->db)) && row[0])
+		woke = strcmp(row[0], "1") == 0;
+	lr_db_set_op_timeout(lk->db, 0);
+	if (woke) {
+		/* Let other waiters on the same holder wake too; never wait on
+		 * this holder again (a stale lock would return at once). */
+		lk->stale_gid = lk->wake_gid;
+		lr_sb_reset(&sb);
+		lr_sb_puts(&sb, "DO RELEASE_LOCK(");
+		wake_name(&sb, lk->wake_gid);
+		lr_sb_puts(&sb, ")");
+		lr_db_query(lk->db, lr_sb_str(&sb));
+	}
+	lr_sb_finish(&sb);
+}
+
+/* Keeps our queue places alive: waiters renew like holders, so a waiter
+ * whose lockrun died stops blocking the queue when its rows expire. A
+ * place already swept is lost; the next attempt queues again. */
+static void renew_waiter(struct lr_lock *lk)
+{
+	if (!lk->queued || boot_ms() < lk->waiter_renew_ms || !ensure_connected(lk))
+		return;
+	if (lr_db_queryf(lk->db,
+	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
+	                 "WHERE request_id = '%s' AND expires_at > NOW(6)",
+	                 lk->ttl_ms * 1000U, lk->request_id)) {
+		if (lr_db_affected_rows(lk->db) != lk->ntable) {
+			lr_log_info("our place in the queue expired; queueing again");
+			lk->queued = false;
+		}
+		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
+	}
+}
+
+/* Leaves the queue: on giving up, on a signal, on an error. Best effort:
+ * rows left behind expire after the ttl anyway. One statement. */
+static void dequeue(struct lr_lock *lk)
+{
+	lr_lock_set_cancel(lk, NULL);
+	if (!lk->queued)
+		return;
+	if (ensure_connected(lk))
+		lr_db_queryf(lk->db, "DELETE FROM lr_waiters WHERE request_id = '%s'",
+		             lk->request_id);
+	lk->queued = false;
+}
+
+static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
+{
+	enum lr_acquire a;
+
+	switch (r) {
+	case TX_OK:
+		return LR_ACQ_GRANTED;
+	case TX_BUSY:
+		a = LR_ACQ_BUSY;
+		break;
+	case TX_KEY_BUSY:
+		a = LR_ACQ_KEY_BUSY;
+		break;
+	case TX_INVALID:
+		a = LR_ACQ_INVALID;
+		break;
+	default:
+		a = canceled(lk) ? LR_ACQ_CANCELED : LR_ACQ_ERROR;
+		break;
+	}
+	dequeue(lk);
+	return a;
+}
+
+/*
  * Takes every item of the request, waiting up to wait_s seconds (< 0:
- * forever, 0: one attempt). Waiting polls with a cheap read at a jittered,
- * growing interval (at most ~25 statements a second, settling near 2), and
- * runs the locking transaction only when the read says it could succeed.
+ * forever, 0: one attempt). A request that has to wait takes a place in
+ * the queue of each of its resources and is granted only when it is first
+ * in all of them and fits. Meanwhile it polls with a cheap read at a
+ * jittered, growing interval (or sleeps in GET_LOCK on a holder's wake-up
+ * lock), renews its queue places every ttl/3, and runs the locking
+ * transaction only when the read says it could succeed: a few statements
+ * a second at most.
  */
 enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 {
-	uint64_t start = now_ms();
-	uint64_t deadline = wait_s < 0 ? UINT64_MAX : start + (uint64_t)llround(wait_s * 1000.0);
+	uint64_t deadline = wait_s < 0 ? UINT64_MAX : now_ms() + (uint64_t)llround(wait_s * 1000.0);
 	unsigned interval = POLL_MIN_MS;
 	bool announced = false;
 
 	for (;;) {
-		enum tx r = attempt(lk);
-		uint64_t now;
+		bool last = now_ms() >= deadline;
+		enum tx r = attempt(lk, !last);
 
-		switch (r) {
-		case TX_OK:
-			return LR_ACQ_GRANTED;
-		case TX_KEY_BUSY:
-			return LR_ACQ_KEY_BUSY;
-		case TX_INVALID:
-			return LR_ACQ_INVALID;
-		case TX_FAIL:
-			return LR_ACQ_ERROR;
-		default:
-			break;
-		}
+		if (r != TX_BUSY && !(r == TX_RETRY && !last))
+			return result_of(lk, r);
 		if (canceled(lk))
-			return LR_ACQ_CANCELED;
-		/* TX_BUSY, or transient trouble that outlasted the retries. */
+			return result_of(lk, TX_FAIL);
+		if (last)
+			return result_of(lk, r);
+		if (!announced && r == TX_BUSY) {
+			lr_log_info("waiting: %s", lk->err);
+			announced = true;
+		}
+		/* Wait until the read says an attempt could succeed, the
+		 * deadline comes, or we are told to stop. */
 		for (;;) {
-			now = now_ms();
+			uint64_t now = now_ms();
+			unsigned ms;
 			if (now >= deadline)
-				return r == TX_BUSY ? LR_ACQ_BUSY : LR_ACQ_ERROR;
-			if (!announced && r == TX_BUSY) {
-				lr_log_info("waiting: %s", lk->err);
-				announced = true;
+				break;
+			ms = jitter(interval);
+			if (lk->wake_gid && !lk->galera)
+				ms = 1000; /* woken by the holder; the timeout is a fallback */
+			if (lk->queued) {
+				uint64_t renew = lk->waiter_renew_ms;
+				uint64_t b = boot_ms();
+				if (renew > b && renew - b < ms)
+					ms = (unsigned)(renew - b);
 			}
-			unsigned ms = jitter(interval);
 			if (now + ms > deadline)
 				ms = (unsigned)(deadline - now);
-			nap(lk, ms ? ms : 1);
+			wait_for_change(lk, ms ? ms : 1);
 			if (canceled(lk))
-				return LR_ACQ_CANCELED;
+				return result_of(lk, TX_FAIL);
+			renew_waiter(lk);
 			interval = interval * 3 / 2 > POLL_MAX_MS ? POLL_MAX_MS : interval * 3 / 2;
-			if (now_ms() >= deadline) {
-				now = now_ms();
-				break; /* one last attempt at the deadline */
-			}
-			if (!lr_db_connected(lk->db) || looks_free(lk))
+			if (now_ms() >= deadline || !lk->queued || !lr_db_connected(lk->db) ||
+			    looks_free(lk))
 				break;
-		}
-		if (now >= deadline) {
-			r = attempt(lk);
-			if (r == TX_OK)
-				return LR_ACQ_GRANTED;
-			return r == TX_BUSY       ? LR_ACQ_BUSY
-			       : r == TX_KEY_BUSY ? LR_ACQ_KEY_BUSY
-			       : r == TX_INVALID  ? LR_ACQ_INVALID
-			                          : LR_ACQ_ERROR;
 		}
 	}
 }
@@ -706,13 +1092,30 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
  * Extends every hold of the grant by the ttl, from the server's now, but
  * only while none has expired: a hold that expired may already have been
  * swept and its permit granted to someone else. Matched rows (the
- * connection uses CLIENT_FOUND_ROWS) must equal the items. One statement.
- * Returns false on a database error (the lease is then unknown); *lost is
- * set when the server says the lease is gone.
+ * connection uses CLIENT_FOUND_ROWS) must equal the items. Named locks
+ * live as long as their connection: a new connection means they are gone.
+ * One statement. Returns false on a database error (the lease is then
+ * unknown); *lost is set when the lease is known to be gone.
  */
 bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 {
 	*lost = false;
+	if (lk->nnamed && lk->named_gen != lr_db_generation(lk->db)) {
+		*lost = true;
+		snprintf(lk->err, sizeof(lk->err),
+		         "the connection holding the named locks was lost");
+		return true;
+	}
+	if (!lk->ntable) {
+		/* A round trip proves the connection, and so the locks, alive. */
+		if (lr_db_query(lk->db, "DO 0"))
+			return true;
+		*lost = true;
+		snprintf(lk->err, sizeof(lk->err),
+		         "the connection holding the named locks was lost: %s",
+		         lr_db_error(lk->db));
+		return true;
+	}
 	if (!ensure_connected(lk))
 		return false;
 	if (!lr_db_queryf(lk->db,
@@ -720,9 +1123,16 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 	                  "WHERE grant_id = %llu AND expires_at > NOW(6)",
 	                  lk->ttl_ms * 1000U, (unsigned long long)lk->grant_id)) {
 		take_db_error(lk);
+		if (lk->nnamed && !lr_db_connected(lk->db)) {
+			*lost = true;
+			snprintf(lk->err, sizeof(lk->err),
+			         "the connection holding the named locks was lost: %s",
+			         lr_db_error(lk->db));
+			return true;
+		}
 		return false;
 	}
-	if (lr_db_affected_rows(lk->db) != lk->nitems) {
+	if (lr_db_affected_rows(lk->db) != lk->ntable) {
 		*lost = true;
 		snprintf(lk->err, sizeof(lk->err),
 		         "the lease of grant %llu has expired or was revoked",
@@ -750,21 +1160,22 @@ static const char *end_name(enum lr_end how)
 
 /*
  * Gives the grant back and closes its lock-log entry, in one transaction
- * (four round trips). Idempotent, so it is simply retried on a fresh
+ * (four round trips), then drops the named and wake-up locks, which wakes
+ * the next waiter. Idempotent, so it is simply retried on a fresh
  * connection after transient errors, a few times within a few seconds.
  */
 bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 {
 	unsigned backoff = 20;
 	char exit_status[16] = "NULL", term_signal[16] = "NULL";
+	bool ok = !lk->grant_id;
 
-	if (!lk->grant_id)
-		return true;
+	lr_lock_set_cancel(lk, NULL);
 	if (how == LR_END_EXITED)
 		snprintf(exit_status, sizeof(exit_status), "%d", status);
 	else if (how == LR_END_SIGNALED || how == LR_END_LOST)
 		snprintf(term_signal, sizeof(term_signal), "%d", status);
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < 8 && !ok; i++) {
 		if (ensure_connected(lk) && lr_db_query(lk->db, "START TRANSACTION") &&
 		    lr_db_queryf(lk->db, "DELETE FROM lr_holds WHERE grant_id = %llu",
 		                 (unsigned long long)lk->grant_id) &&
@@ -775,8 +1186,8 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 		        end_name(how), exit_status, term_signal,
 		        (unsigned long long)lk->grant_id) &&
 		    lr_db_query(lk->db, "COMMIT")) {
-			lk->held = false;
-			return true;
+			ok = true;
+			break;
 		}
 		take_db_error(lk);
 		if (lr_db_connected(lk->db))
@@ -786,5 +1197,18 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 		nap(lk, jitter(backoff));
 		backoff *= 2;
 	}
-	return false;
+	if (lr_db_connected(lk->db)) {
+		release_named(lk);
+		if (lk->wake_held) {
+			struct lr_sb sb;
+			lr_sb_init(&sb);
+			lr_sb_puts(&sb, "DO RELEASE_LOCK(");
+			wake_name(&sb, lk->grant_id);
+			lr_sb_puts(&sb, ")");
+			lr_db_query(lk->db, lr_sb_str(&sb));
+			lr_sb_finish(&sb);
+			lk->wake_held = false;
+		}
+	}
+	return ok;
 }

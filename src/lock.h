@@ -24,7 +24,8 @@ enum lr_kind {
 	LR_KIND_MUTEX,
 	LR_KIND_READ,
 	LR_KIND_WRITE,
-	LR_KIND_KEY, /* an idempotency key: never waited for */
+	LR_KIND_KEY,   /* an idempotency key: never waited for */
+	LR_KIND_NAMED, /* a server named lock (GET_LOCK); no table rows */
 };
 
 struct lr_item {
@@ -32,6 +33,7 @@ struct lr_item {
 	char name[LR_NAME_MAX + 4]; /* the resource row's name: keys get an "id:" prefix */
 	unsigned count;             /* permits asked for (semaphores); 1 otherwise */
 	uint64_t fence;             /* the fencing token, once granted */
+	uint64_t ticket;            /* place in the resource's queue, once queued */
 };
 
 /* Who holds a grant: written to the lock log for operators. */
@@ -60,13 +62,22 @@ struct lr_lock {
 	unsigned ttl_ms;
 	char request_id[33];
 	uint64_t grant_id;
-	bool held;
 	bool maybe_committed;   /* a COMMIT was sent and its answer lost */
 	uint64_t valid_from_ms; /* CLOCK_BOOTTIME ms before the granting transaction began */
+	size_t ntable;          /* items kept in tables: all but named locks */
+	size_t nnamed;
+	bool queued;              /* our waiter rows exist */
+	uint64_t waiter_renew_ms; /* CLOCK_BOOTTIME ms when they need renewing */
+	bool named_held;
+	unsigned named_gen; /* the connection the named locks live on */
+	unsigned setup_gen; /* the connection the session was set up on */
+	bool galera;        /* wsrep_on: named locks are node-local */
+	bool wake_held;     /* we hold our grant's wake-up lock */
+	uint64_t wake_gid;  /* a holder whose wake-up lock we may wait on */
+	uint64_t stale_gid; /* a holder whose wake-up lock already fired */
 	const volatile bool *cancel;
 	uv_timer_t *timer;
 	bool timer_fired;
-	unsigned polls; /* statements sent while waiting, for the curious */
 	char err[1024];
 };
 
@@ -80,7 +91,7 @@ void lr_lock_finish(struct lr_lock *lk);
 bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t errlen);
 void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag);
 
-bool lr_lock_session_setup(lr_db *db);
+bool lr_lock_needs_tables(const struct lr_lock *lk);
 enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s);
 bool lr_lock_renew(struct lr_lock *lk, bool *lost);
 

@@ -20,6 +20,9 @@ enum lr_log_level lr_log_level(void)
 /* One message is one fprintf of a whole line, so lines of concurrent
  * processes sharing a stderr do not interleave mid-line. */
 static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_list ap)
 {
 	char msg[2048];
 

@@ -45,6 +45,7 @@ struct run {
 	int stop_signal;
 	volatile bool child_done;
 	uv_timer_t *beat;
+	uv_timer_t *deadline; /* fires at term_at_ms even while a renewal hangs */
 	bool renew_due;
 	double ttl, kill_after;
 	uint64_t term_at_ms; /* boottime: stop the child if not renewed by then */
@@ -156,10 +157,30 @@ static void free_env(char **env)
 	free(env);
 }
 
-/* Starts the lease clock from a statement sent at t0 (boottime ms). */
+static void lease_lost(struct run *r, const char *why);
+
+static void on_deadline(uv_timer_t *t)
+{
+	struct run *r = t->data;
+
+	if (boot_ms() >= r->term_at_ms)
+		lease_lost(r, "not renewed in time");
+	else /* the loop's clock stood still during a suspend: look again */
+		uv_timer_start(t, on_deadline, r->term_at_ms - boot_ms(), 0);
+}
+
+/*
+ * Starts the lease clock from a statement sent at t0 (boottime ms). The
+ * deadline timer runs on the loop, so it fires in the middle of a renewal
+ * that hangs, or a reconnect that takes long: the child is stopped on time
+ * whatever the database does.
+ */
 static void lease_renewed(struct run *r, uint64_t t0)
 {
+	uint64_t now = boot_ms();
+
 	r->term_at_ms = t0 + term_offset_ms(r->ttl, r->kill_after);
+	uv_timer_start(r->deadline, on_deadline, r->term_at_ms > now ? r->term_at_ms - now : 0, 0);
 }
 
 static void lease_lost(struct run *r, const char *why)
@@ -186,6 +207,9 @@ static void supervise(struct run *r)
 	unsigned interval = (unsigned)llround(r->ttl * 1000.0 / 3.0);
 
 	uv_timer_start(r->beat, on_beat, interval, interval);
+	/* A renewal may take at most one interval: a hung one must not delay
+	 * the next try (the deadline timer covers the child meanwhile). */
+	lr_db_set_op_timeout(r->db, interval);
 	while (!lr_sup_done(r->sup)) {
 		uv_run(r->loop, UV_RUN_ONCE);
 		if (lr_sup_done(r->sup))
@@ -210,6 +234,8 @@ static void supervise(struct run *r)
 		}
 	}
 	uv_timer_stop(r->beat);
+	uv_timer_stop(r->deadline);
+	lr_db_set_op_timeout(r->db, 0);
 }
 
 static int exit_status_of(struct run *r)
@@ -256,7 +282,7 @@ static bool merge_options(struct run *r, char *err, size_t errlen)
 
 static void owner_of(struct lr_owner *o, char *host, size_t hostlen, char *cmd)
 {
-	struct passwd *pw = getpwuid(getuid());
+	struct passwd *pw = getpwuid(geteuid());
 
 	if (gethostname(host, hostlen) != 0)
 		snprintf(host, hostlen, "unknown");
@@ -311,6 +337,22 @@ static int run_locked(struct run *r)
 			goto out;
 		}
 	}
+	lr_db_set_cancel(r->db, &r->stop);
+	if (!lr_db_connect(r->db)) {
+		if (r->stop) {
+			rc = LR_EXIT_SIGBASE + r->stop_signal;
+			goto out;
+		}
+		lr_log_error("cannot connect to %s", lr_db_error(r->db));
+		rc = LR_EXIT_UNAVAILABLE;
+		goto out;
+	}
+	/* Named locks alone need no schema. */
+	if (lr_lock_needs_tables(&r->lock) && !lr_schema_check(r->db, err, sizeof(err))) {
+		lr_log_error("%s", err);
+		rc = r->stop ? LR_EXIT_SIGBASE + r->stop_signal : LR_EXIT_UNAVAILABLE;
+		goto out;
+	}
 	lr_lock_set_cancel(&r->lock, &r->stop);
 	a = lr_lock_acquire(&r->lock, r->cfg.lock.wait);
 	if (a != LR_ACQ_GRANTED) {
@@ -340,13 +382,13 @@ static int run_locked(struct run *r)
 	}
 	/* From here a renewal in flight is abandoned as soon as the child is
 	 * gone: the release that follows matters more. */
-	lr_lock_set_cancel(&r->lock, NULL);
-	lr_db_set_cancel(r->db, NULL);
+	lr_lock_set_cancel(&r->lock, lr_sup_done_flag(r->sup));
 	supervise(r);
 	rc = exit_status_of(r);
 	if (r->lost) {
+		struct lr_sup_status st = lr_sup_status(r->sup);
 		lr_sup_kill_group(r->sup);
-		lr_lock_release(&r->lock, LR_END_LOST, 0);
+		lr_lock_release(&r->lock, LR_END_LOST, st.signaled ? st.signo : 0);
 	} else {
 		struct lr_sup_status st = lr_sup_status(r->sup);
 		if (!lr_lock_release(&r->lock, st.signaled ? LR_END_SIGNALED : LR_END_EXITED,
@@ -390,33 +432,31 @@ static int run(struct run *r, int argc, char **argv)
 		return LR_EXIT_CONFIG;
 	}
 	if (!merge_options(r, err, sizeof(err))) {
-		lr_log_error("%s", err);
-		return LR_EXIT_USAGE;
+		/* Blame the command line if it set either value, else the file. */
+		bool from_cli = r->cli.ttl >= 0 || r->cli.kill_after >= 0;
+		lr_log_error("%s%s%s",
+		             from_cli      ? ""
+		             : r->cfg.path ? r->cfg.path
+		                           : "",
+		             from_cli || !r->cfg.path ? "" : ": ", err);
+		return from_cli ? LR_EXIT_USAGE : LR_EXIT_CONFIG;
 	}
 	r->loop = malloc(sizeof(*r->loop));
 	r->beat = malloc(sizeof(*r->beat));
-	if (!r->loop || !r->beat || uv_loop_init(r->loop) != 0) {
+	r->deadline = malloc(sizeof(*r->deadline));
+	if (!r->loop || !r->beat || !r->deadline || uv_loop_init(r->loop) != 0) {
 		lr_log_error("cannot set up the event loop");
 		return LR_EXIT_OSERR;
 	}
 	uv_timer_init(r->loop, r->beat);
 	r->beat->data = r;
+	uv_timer_init(r->loop, r->deadline);
+	r->deadline->data = r;
 	r->sup = lr_sup_create(r->loop, on_signal, r);
 	r->db = lr_db_create(r->loop, &r->cfg.db);
 	if (!r->sup || !r->db) {
 		lr_log_error("cannot set up signal handling");
 		return LR_EXIT_OSERR;
-	}
-	lr_db_set_cancel(r->db, &r->stop);
-	if (!lr_db_connect(r->db)) {
-		if (r->stop)
-			return LR_EXIT_SIGBASE + r->stop_signal;
-		lr_log_error("cannot connect to %s", lr_db_error(r->db));
-		return LR_EXIT_UNAVAILABLE;
-	}
-	if (!lr_schema_check(r->db, err, sizeof(err)) || !lr_lock_session_setup(r->db)) {
-		lr_log_error("%s", *err ? err : lr_db_error(r->db));
-		return r->stop ? LR_EXIT_SIGBASE + r->stop_signal : LR_EXIT_UNAVAILABLE;
 	}
 	rc = run_locked(r);
 	return rc;
@@ -429,13 +469,14 @@ static void cleanup(struct run *r)
 	lr_db_destroy(r->db);
 	lr_sup_destroy(r->sup);
 	if (r->loop) {
-		if (r->beat)
-			uv_close((uv_handle_t *)r->beat, free_handle);
+		uv_close((uv_handle_t *)r->beat, free_handle);
+		uv_close((uv_handle_t *)r->deadline, free_handle);
 		uv_run(r->loop, UV_RUN_DEFAULT);
 		uv_loop_close(r->loop);
 		free(r->loop);
 	} else {
 		free(r->beat);
+		free(r->deadline);
 	}
 	lr_cli_finish(&r->cli);
 	lr_config_finish(&r->cfg);

@@ -29,7 +29,7 @@ struct lr_sup {
 	uv_signal_t *sigchld;
 	uv_timer_t *kill_timer;
 	pid_t pid; /* 0 before spawn; also the child's process group id */
-	bool done;
+	volatile bool done;
 	bool took_tty;
 	int wstatus;
 };
@@ -294,6 +294,12 @@ out:
 bool lr_sup_done(const lr_sup *sup)
 {
 	return sup->done;
+}
+
+/* For callers that want a wait of theirs to end when the child does. */
+const volatile bool *lr_sup_done_flag(const lr_sup *sup)
+{
+	return &sup->done;
 }
 
 pid_t lr_sup_pid(const lr_sup *sup)

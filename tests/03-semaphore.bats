@@ -158,7 +158,7 @@ holds() {
 	run "$LOCKRUN" -n -s busy -- echo never
 	ms=$(((${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000))
 	assert_failure 75
-	assert_output "lockrun: not acquired: 'busy' is busy"
+	assert_output "lockrun: not acquired: 'busy' is busy (1/1 used)"
 	((ms < 1000)) || fail "-n took $ms ms"
 	t0=$EPOCHREALTIME
 	run "$LOCKRUN" -w 0.5 -s busy -- echo never
@@ -262,6 +262,7 @@ holds() {
 	assert_equal "$rc" 143
 	assert_equal "$(holds wait1)" 1
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 1
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_waiters")" 0
 	kill "$holder"
 	wait "$holder" || true
 }
@@ -337,6 +338,6 @@ holds() {
 	lr_wait_for test "$(holds vis)" = 1
 	run "$LOCKRUN" -v -w 0.3 -s vis -- true
 	assert_failure 75
-	assert_output --partial "waiting: 'vis' is busy"
+	assert_output --partial "waiting: 'vis' is busy (1/1 used)"
 	wait
 }

@@ -15,7 +15,7 @@ static int tap_n, tap_failed;
 		printf("\n");                                                                      \
 		if (!ok_) {                                                                        \
 			tap_failed++;                                                              \
-			printf("#   failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);                \
+			printf("#   failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
 		}                                                                                  \
 	} while (0)
 

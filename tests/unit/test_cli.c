@@ -25,9 +25,11 @@ int main(void)
 
 	lr_cli_init(&cli);
 
-	ok(parse(&cli, err, sizeof(err), ARGV("-s", "backup-slots:2", "--", "./backup.sh", "-s", "x")),
+	ok(parse(&cli, err, sizeof(err),
+	         ARGV("-s", "backup-slots:2", "--", "./backup.sh", "-s", "x")),
 	   "semaphore with count, command after --");
-	ok(cli.nitems == 1 && cli.items[0].count == 2 && strcmp(cli.items[0].name, "backup-slots") == 0,
+	ok(cli.nitems == 1 && cli.items[0].count == 2 &&
+	       strcmp(cli.items[0].name, "backup-slots") == 0,
 	   "count and name parsed");
 	is_str(cli.command[0], "./backup.sh", "command starts after --");
 	is_str(cli.command[1], "-s", "the command's own flags are not parsed");
@@ -36,8 +38,9 @@ int main(void)
 	   "options stop at the first non-option");
 	ok(!cli.nonblock, "-n after the command belongs to the command");
 
-	ok(parse(&cli, err, sizeof(err), ARGV("-s", "a", "-s", "b:3", "-x", "m", "--read", "r", "-n", "-w",
-					      "0.5", "-E", "9", "--ttl", "20", "--id", "k", "true")),
+	ok(parse(&cli, err, sizeof(err),
+	         ARGV("-s", "a", "-s", "b:3", "-x", "m", "--read", "r", "-n", "-w", "0.5", "-E",
+	              "9", "--ttl", "20", "--id", "k", "true")),
 	   "every kind together");
 	ok(cli.nitems == 5 && cli.nonblock && cli.wait == 0.5 && cli.conflict_exit == 9 &&
 	       cli.ttl == 20,
@@ -48,22 +51,28 @@ int main(void)
 	ok(strstr(err, "invalid count '0'") != NULL, "message names the count: %s", err);
 	ok(!parse(&cli, err, sizeof(err), ARGV("-s", "a:-1", "true")), "negative count refused");
 	ok(!parse(&cli, err, sizeof(err), ARGV("-s", "a:2x", "true")), "junk after count refused");
-	ok(!parse(&cli, err, sizeof(err), ARGV("-s", "-bad", "true")), "name starting with '-' refused");
+	ok(!parse(&cli, err, sizeof(err), ARGV("-s", "-bad", "true")),
+	   "name starting with '-' refused");
 	ok(!parse(&cli, err, sizeof(err), ARGV("-s", "a b", "true")), "space in name refused");
 	ok(strstr(err, "invalid name 'a b'") != NULL, "message names the culprit: %s", err);
 	ok(!parse(&cli, err, sizeof(err),
-		  ARGV("-s", "a123456789012345678901234567890123456789012345678901234567890123456",
-		       "true")),
+	          ARGV("-s", "a123456789012345678901234567890123456789012345678901234567890123456",
+	               "true")),
 	   "name over 64 bytes refused");
 	ok(parse(&cli, err, sizeof(err),
-		 ARGV("-s", "a123456789012345678901234567890123456789012345678901234567890123", "true")),
+	         ARGV("-s", "a123456789012345678901234567890123456789012345678901234567890123",
+	              "true")),
 	   "name of exactly 64 bytes accepted");
-	ok(!parse(&cli, err, sizeof(err), ARGV("-w", "soon", "-s", "a", "true")), "bad --wait refused");
+	ok(!parse(&cli, err, sizeof(err), ARGV("-w", "soon", "-s", "a", "true")),
+	   "bad --wait refused");
 	ok(strstr(err, "--wait") != NULL, "message names the option: %s", err);
-	ok(!parse(&cli, err, sizeof(err), ARGV("-w", "nan", "-s", "a", "true")), "--wait nan refused");
+	ok(!parse(&cli, err, sizeof(err), ARGV("-w", "nan", "-s", "a", "true")),
+	   "--wait nan refused");
 	ok(!parse(&cli, err, sizeof(err), ARGV("-E", "256", "-s", "a", "true")), "-E 256 refused");
-	ok(!parse(&cli, err, sizeof(err), ARGV("--ttl", "0", "-s", "a", "true")), "--ttl 0 refused");
-	ok(!parse(&cli, err, sizeof(err), ARGV("--bogus", "-s", "a", "true")), "unknown long option");
+	ok(!parse(&cli, err, sizeof(err), ARGV("--ttl", "0", "-s", "a", "true")),
+	   "--ttl 0 refused");
+	ok(!parse(&cli, err, sizeof(err), ARGV("--bogus", "-s", "a", "true")),
+	   "unknown long option");
 	is_str(err, "unknown option '--bogus'", "message names it");
 	ok(!parse(&cli, err, sizeof(err), ARGV("-z", "-s", "a", "true")), "unknown short option");
 	is_str(err, "unknown option '-z'", "message names it");
@@ -72,7 +81,8 @@ int main(void)
 	ok(!parse(&cli, err, sizeof(err), ARGV("-s", "a")), "no command");
 	is_str(err, "no command given", "message says so");
 	ok(!parse(&cli, err, sizeof(err), ARGV("-n", "true")), "no lock");
-	ok(!parse(&cli, err, sizeof(err), ARGV("--id", "a", "--id", "b", "true")), "two --id refused");
+	ok(!parse(&cli, err, sizeof(err), ARGV("--id", "a", "--id", "b", "true")),
+	   "two --id refused");
 	ok(parse(&cli, err, sizeof(err), ARGV("--help")) && cli.help, "--help");
 	ok(parse(&cli, err, sizeof(err), ARGV("--version")) && cli.version, "--version");
 	ok(!parse(&cli, err, sizeof(err), ARGV("--on-lost", "maybe", "-s", "a", "true")),

@@ -43,12 +43,12 @@ int main(void)
 	write_file("pw", "s3cret\n", 0600);
 	char text[1024];
 	snprintf(text, sizeof(text),
-		 "; comment\n[database]\nhost = db1, db2 ,db3\nport = 3307\nuser = lr\n"
-		 "password_file = %s\ndatabase = locks\nssl_ca = /ca.pem\n"
-		 "ssl_verify_server_cert = yes\nconnect_timeout = 2\nread_timeout = 7\n"
-		 "write_timeout = 8\n[lock]\nttl = 12.5\nwait = forever\nkill_after = 1\n"
-		 "conflict_exit_code = 0\non_lost = ignore\n",
-		 pwfile);
+	         "; comment\n[database]\nhost = db1, db2 ,db3\nport = 3307\nuser = lr\n"
+	         "password_file = %s\ndatabase = locks\nssl_ca = /ca.pem\n"
+	         "ssl_verify_server_cert = yes\nconnect_timeout = 2\nread_timeout = 7\n"
+	         "write_timeout = 8\n[lock]\nttl = 12.5\nwait = forever\nkill_after = 1\n"
+	         "conflict_exit_code = 0\non_lost = ignore\n",
+	         pwfile);
 	p = write_file("full.conf", text, 0644);
 	ok(load(&cfg, p), "a full file loads: %s", cfg.err);
 	ok(cfg.db.nhosts == 3, "three hosts");
@@ -84,9 +84,10 @@ int main(void)
 	ok(!load(&cfg, p) && strstr(cfg.err, ":2: ssl_verify_server_cert") != NULL, "bad bool: %s",
 	   cfg.err);
 	p = write_file("bad9.conf", "[database]\npassword_file = /nonexistent/pw\n", 0600);
-	ok(!load(&cfg, p) && strstr(cfg.err, "/nonexistent/pw") != NULL, "missing password file: %s",
-	   cfg.err);
-	ok(!load(&cfg, "/nonexistent.conf") && strstr(cfg.err, "/nonexistent.conf: No such file") != NULL,
+	ok(!load(&cfg, p) && strstr(cfg.err, "/nonexistent/pw") != NULL,
+	   "missing password file: %s", cfg.err);
+	ok(!load(&cfg, "/nonexistent.conf") &&
+	       strstr(cfg.err, "/nonexistent.conf: No such file") != NULL,
 	   "missing file: %s", cfg.err);
 
 	setenv("LOCKRUN_CONFIG", write_file("env.conf", "[database]\nuser = fromenv\n", 0600), 1);
