@@ -184,15 +184,25 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 		nres++;
 	}
 	*found = nres > 0;
+	/* Holders (type 0, by token) then waiters (type 1, in queue order),
+	 * for every resource, in one result sorted the way it is printed. */
 	lr_sb_reset(&sb);
 	lr_sb_printf(&sb,
-	             "SELECT h.resource, h.permits, h.fence, g.id, g.host, g.pid, g.os_user, "
+	             "SELECT h.resource, 0, h.permits, h.fence, g.id, g.host, g.pid, g.os_user, "
 	             "g.command, DATE_FORMAT(g.acquired_at, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
 	             "DATE_FORMAT(h.expires_at, '%%Y-%%m-%%dT%%H:%%i:%%S.%%fZ'), "
 	             "TIMESTAMPDIFF(MICROSECOND, NOW(6), h.expires_at) "
 	             "FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id "
 	             "JOIN lr_resources r ON r.name = h.resource "
-	             "%s%s h.expires_at > NOW(6) ORDER BY h.resource, h.fence",
+	             "%s%s h.expires_at > NOW(6) "
+	             "UNION ALL "
+	             "SELECT w.resource, 1, w.permits, w.ticket, w.request_id, w.host, w.pid, "
+	             "w.os_user, w.command, DATE_FORMAT(w.since, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
+	             "DATE_FORMAT(w.expires_at, '%%Y-%%m-%%dT%%H:%%i:%%S.%%fZ'), "
+	             "TIMESTAMPDIFF(MICROSECOND, NOW(6), w.expires_at) "
+	             "FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource "
+	             "%s%s w.expires_at > NOW(6) ORDER BY 1, 2, 4",
+	             name ? lr_sb_str(&where) : "WHERE", name ? " AND" : "",
 	             name ? lr_sb_str(&where) : "WHERE", name ? " AND" : "");
 	if (!lr_db_query(db, lr_sb_str(&sb)))
 		goto db_fail;
@@ -201,44 +211,76 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 	for (size_t i = 0; i < nres; i++) {
 		struct res_row *r = &res[i];
 		char buf[64];
-		bool first = true;
+		int section = -1; /* the JSON array open: 0 holders, 1 waiters */
+		unsigned pos = 0;
 		if (json) {
 			fprintf(out, "%s{\"name\":", i ? "," : "");
 			json_str(out, shown(r->name, r->kind));
 			fputs(",\"kind\":", out);
 			json_str(out, r->kind);
-			fprintf(out, ",\"capacity\":%lu,\"used\":%llu,\"fence\":%llu,\"holders\":[",
-			        r->capacity, r->used, r->fence);
+			fprintf(out, ",\"capacity\":%lu,\"used\":%llu,\"fence\":%llu", r->capacity,
+			        r->used, r->fence);
 		} else {
 			fprintf(out, "%-32s %-9s %s\n", shown(r->name, r->kind), r->kind,
 			        used_text(r, buf, sizeof(buf)));
 		}
-		/* Holders come sorted by resource: walk them alongside. Stored
-		 * rows stay valid until the result is freed. */
+		/* Rows come sorted by resource: walk them alongside. Stored rows
+		 * stay valid until the result is freed. */
 		if (!pending)
 			pending = lr_db_fetch(db);
 		for (; pending && strcmp(pending[0], r->name) == 0; pending = lr_db_fetch(db)) {
 			MYSQL_ROW h = pending;
-			double left = strtod(h[10], NULL) / 1e6;
-			if (json) {
-				fprintf(out,
-				        "%s{\"grant\":%s,\"permits\":%s,\"token\":%s,\"host\":",
-				        first ? "" : ",", h[3], h[1], h[2]);
-				json_str(out, h[4]);
-				fprintf(out, ",\"pid\":%s,\"user\":", h[5]);
-				json_str(out, h[6]);
-				fputs(",\"command\":", out);
-				json_str(out, h[7]);
-				fprintf(out, ",\"since\":\"%s\",\"expires\":\"%s\"}", h[8], h[9]);
-			} else {
-				fprintf(out, "  %s:%s %s since %s, token %s, lease %.1fs left\n",
-				        h[4], h[5], h[6], h[8], h[2], left);
-				fprintf(out, "    %.74s\n", h[7]);
+			int type = h[1][0] - '0';
+			double left = strtod(h[11], NULL) / 1e6;
+			if (!json && section != type) {
+				section = type;
+				pos = 0;
 			}
-			first = false;
+			if (json) {
+				if (section != type) {
+					fputs(section < 0 && type == 1
+					          ? ",\"holders\":[],\"waiters\":["
+					      : section < 0 ? ",\"holders\":["
+					                    : "],\"waiters\":[",
+					      out);
+					section = type;
+					pos = 0;
+				}
+				if (type == 0)
+					fprintf(
+					    out,
+					    "%s{\"grant\":%s,\"permits\":%s,\"token\":%s,\"host\":",
+					    pos ? "," : "", h[4], h[2], h[3]);
+				else
+					fprintf(
+					    out,
+					    "%s{\"request\":\"%s\",\"permits\":%s,\"ticket\":%s,"
+					    "\"host\":",
+					    pos ? "," : "", h[4], h[2], h[3]);
+				json_str(out, h[5]);
+				fprintf(out, ",\"pid\":%s,\"user\":", h[6]);
+				json_str(out, h[7]);
+				fputs(",\"command\":", out);
+				json_str(out, h[8]);
+				fprintf(out, ",\"since\":\"%s\",\"expires\":\"%s\"}", h[9], h[10]);
+			} else if (type == 0) {
+				fprintf(out,
+				        "  holder %s:%s %s since %s, token %s, lease %.1fs left\n",
+				        h[5], h[6], h[7], h[9], h[3], left);
+				fprintf(out, "    %.74s\n", h[8]);
+			} else {
+				fprintf(out, "  waiter %u: %s:%s %s since %s, %s permit%s\n",
+				        pos + 1, h[5], h[6], h[7], h[9], h[2],
+				        strcmp(h[2], "1") ? "s" : "");
+				fprintf(out, "    %.74s\n", h[8]);
+			}
+			pos++;
 		}
 		if (json)
-			fputs("]}", out);
+			fputs(section < 0    ? ",\"holders\":[],\"waiters\":[]}"
+			      : section == 0 ? "],\"waiters\":[]}"
+			                     : "]}",
+			      out);
 	}
 	if (json)
 		fputs("]}\n", out);

@@ -24,6 +24,7 @@ static const struct option longopts[] = {
     {"mutex", required_argument, NULL, 'x'},
     {"read", required_argument, NULL, OPT_READ},
     {"write", required_argument, NULL, OPT_WRITE},
+    {"named", required_argument, NULL, OPT_NAMED},
     {"nonblock", no_argument, NULL, 'n'},
     {"wait", required_argument, NULL, 'w'},
     {"timeout", required_argument, NULL, 'w'},

@@ -837,6 +837,7 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 				return TX_OK;
 			}
 		} else {
+			lk->valid_from_ms = boot_ms(); /* try_table restarts it for tables */
 			r = take_named(lk);
 			if (r == TX_OK && lk->ntable)
 				r = try_table(lk, may_enqueue);
