@@ -525,6 +525,8 @@ static bool add_grant(struct lr_lock *lk)
 	return ok;
 }
 
+static void take_wait_lock(struct lr_lock *lk);
+
 /* Takes a place in the queue of every table item: one ticket from each
  * resource's counter, all in the transaction that holds all their rows, so
  * the order of two requests is the same on every resource they share. */
@@ -648,6 +650,7 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 			goto db_fail;
 		lk->queued = true;
 		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
+		take_wait_lock(lk);
 		goto out;
 	}
 	if (r != TX_OK)
@@ -791,27 +794,69 @@ static enum tx settle(struct lr_lock *lk)
 	return TX_RETRY;
 }
 
-/* The wake-up lock of a grant: its holder keeps it while it holds the
- * grant, so a waiter blocked in GET_LOCK on it wakes the moment the grant
- * is released (or its holder's connection dies). An accelerator only:
- * correctness never depends on it, and on Galera it is not used. */
-static void wake_name(struct lr_sb *sb, uint64_t gid)
+/*
+ * Wake-up locks, an accelerator only: correctness never depends on them,
+ * and on Galera (where named locks are node-local) they are not used. A
+ * holder keeps "lockrun.grant.<id>" while it holds its grant; a queued
+ * waiter keeps "lockrun.wait.<request>" while it waits. A waiter blocks in
+ * GET_LOCK on the lock of the waiter right ahead of it, or, when it is
+ * first, on a holder's: the release of either wakes it at once, so the
+ * queue moves at the speed of the database, not of polling.
+ */
+static bool named_do(struct lr_lock *lk, const char *fn, const char *name)
 {
-	lr_sb_printf(sb, "'lockrun.grant.%llu'", (unsigned long long)gid);
+	struct lr_sb sb;
+	bool ok;
+
+	lr_sb_init(&sb);
+	lr_sb_printf(&sb, "DO %s('%s'%s)", fn, name, strcmp(fn, "GET_LOCK") == 0 ? ", 0" : "");
+	ok = lr_db_query(lk->db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	return ok;
+}
+
+static void grant_lock_name(char *out, size_t n, uint64_t gid)
+{
+	snprintf(out, n, "lockrun.grant.%llu", (unsigned long long)gid);
+}
+
+static void wait_lock_name(char *out, size_t n, const char *request_id)
+{
+	snprintf(out, n, "lockrun.wait.%.32s", request_id);
 }
 
 static void take_wake_lock(struct lr_lock *lk)
 {
-	struct lr_sb sb;
+	char name[64];
 
 	if (lk->galera || !lk->grant_id)
 		return;
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "DO GET_LOCK(");
-	wake_name(&sb, lk->grant_id);
-	lr_sb_puts(&sb, ", 0)");
-	lk->wake_held = lr_db_query(lk->db, lr_sb_str(&sb));
-	lr_sb_finish(&sb);
+	grant_lock_name(name, sizeof(name), lk->grant_id);
+	lk->wake_held = named_do(lk, "GET_LOCK", name);
+}
+
+static void take_wait_lock(struct lr_lock *lk)
+{
+	char name[64];
+
+	if (lk->galera || lk->wait_lock_held)
+		return;
+	wait_lock_name(name, sizeof(name), lk->request_id);
+	lk->wait_lock_held = named_do(lk, "GET_LOCK", name);
+}
+
+/* Wakes the waiter behind us: we were granted, or we left the queue. */
+static void drop_wait_lock(struct lr_lock *lk)
+{
+	char name[64];
+
+	if (!lk->wait_lock_held)
+		return;
+	lk->wait_lock_held = false;
+	if (!lr_db_connected(lk->db))
+		return;
+	wait_lock_name(name, sizeof(name), lk->request_id);
+	named_do(lk, "RELEASE_LOCK", name);
 }
 
 /* One attempt, with the whole transaction retried on deadlocks, lock wait
@@ -847,6 +892,7 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 				release_named(lk);
 			if (r == TX_OK) {
 				take_wake_lock(lk);
+				drop_wait_lock(lk);
 				return r;
 			}
 			if (r != TX_RETRY)
@@ -861,11 +907,54 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 	return r;
 }
 
+/* " AND w.ticket < <our ticket on w's resource>", for queued requests. */
+static void add_ticket_case(struct lr_lock *lk, struct lr_sb *sb)
+{
+	lr_sb_puts(sb, " AND w.ticket < CASE w.resource");
+	for (size_t i = 0; i < lk->nitems; i++) {
+		if (!is_table(&lk->items[i]))
+			continue;
+		lr_sb_puts(sb, " WHEN ");
+		lr_db_sb_quote(lk->db, sb, lk->items[i].name);
+		lr_sb_printf(sb, " THEN %llu", (unsigned long long)lk->items[i].ticket);
+	}
+	lr_sb_puts(sb, " END");
+}
+
+/* Builds the waiting poll: per resource its capacity, live use, live
+ * waiters ahead of us, the oldest holder, and the waiter right ahead. */
+static void build_poll(struct lr_lock *lk, struct lr_sb *sb)
+{
+	lr_sb_puts(sb, "SELECT r.name, r.capacity, "
+	               "(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h "
+	               "WHERE h.resource = r.name AND h.expires_at > NOW(6)), "
+	               "(SELECT COUNT(*) FROM lr_waiters w WHERE w.resource = r.name "
+	               "AND w.expires_at > NOW(6) AND w.request_id <> ");
+	lr_db_sb_quote(lk->db, sb, lk->request_id);
+	if (lk->queued)
+		add_ticket_case(lk, sb);
+	lr_sb_puts(sb, "), (SELECT MIN(h.grant_id) FROM lr_holds h WHERE h.resource = r.name "
+	               "AND h.expires_at > NOW(6)), ");
+	if (lk->queued) {
+		lr_sb_puts(sb, "(SELECT w.request_id FROM lr_waiters w WHERE w.resource = r.name "
+		               "AND w.expires_at > NOW(6) AND w.request_id <> ");
+		lr_db_sb_quote(lk->db, sb, lk->request_id);
+		add_ticket_case(lk, sb);
+		lr_sb_puts(sb, " ORDER BY w.ticket DESC LIMIT 1)");
+	} else {
+		lr_sb_puts(sb, "NULL");
+	}
+	lr_sb_puts(sb, " FROM lr_resources r WHERE r.name IN (");
+	add_name_list(lk, sb);
+	lr_sb_puts(sb, ")");
+}
+
 /*
  * A cheap snapshot read that says whether a full attempt could succeed.
  * It decides nothing (the transaction does); it only spares the server a
- * locking transaction per poll while we wait. It also picks a holder whose
- * wake-up lock we may wait on. One statement (two with named locks).
+ * locking transaction per poll while we wait. It also picks the wake-up
+ * lock to block on: the waiter right ahead of us, else a holder. One
+ * statement (two with named locks).
  */
 static bool looks_free(struct lr_lock *lk)
 {
@@ -873,45 +962,29 @@ static bool looks_free(struct lr_lock *lk)
 	MYSQL_ROW row;
 	bool free_now = true;
 
-	lk->wake_gid = 0;
+	lk->wake_on[0] = '\0';
 	lr_sb_init(&sb);
 	if (lk->ntable) {
-		lr_sb_puts(&sb, "SELECT r.name, r.capacity, "
-		                "(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h "
-		                "WHERE h.resource = r.name AND h.expires_at > NOW(6)), "
-		                "(SELECT COUNT(*) FROM lr_waiters w WHERE w.resource = r.name "
-		                "AND w.expires_at > NOW(6) AND w.request_id <> ");
-		lr_db_sb_quote(lk->db, &sb, lk->request_id);
-		if (lk->queued) {
-			lr_sb_puts(&sb, " AND w.ticket < CASE r.name");
-			for (size_t i = 0; i < lk->nitems; i++) {
-				if (!is_table(&lk->items[i]))
-					continue;
-				lr_sb_puts(&sb, " WHEN ");
-				lr_db_sb_quote(lk->db, &sb, lk->items[i].name);
-				lr_sb_printf(&sb, " THEN %llu",
-				             (unsigned long long)lk->items[i].ticket);
-			}
-			lr_sb_puts(&sb, " END");
-		}
-		lr_sb_puts(&sb,
-		           "), (SELECT MIN(h.grant_id) FROM lr_holds h WHERE h.resource = r.name "
-		           "AND h.expires_at > NOW(6)) FROM lr_resources r WHERE r.name IN (");
-		add_name_list(lk, &sb);
-		lr_sb_puts(&sb, ")");
+		build_poll(lk, &sb);
 		if (!lr_db_query(lk->db, lr_sb_str(&sb)))
 			goto out; /* let the attempt find out what is wrong */
 		while ((row = lr_db_fetch(lk->db))) {
 			struct lr_item *it = find_item(lk, row[0]);
-			bool full;
+			bool full, behind;
 			if (!it)
 				continue;
 			full = strtoull(row[2], NULL, 10) + permits_for(it) >
 			       strtoull(row[1], NULL, 10);
-			if (full || strtoull(row[3], NULL, 10) > 0)
+			behind = strtoull(row[3], NULL, 10) > 0;
+			if (full || behind)
 				free_now = false;
-			if (full && !lk->wake_gid && row[4])
-				lk->wake_gid = strtoull(row[4], NULL, 10);
+			if (lk->wake_on[0])
+				continue;
+			if (behind && row[5])
+				wait_lock_name(lk->wake_on, sizeof(lk->wake_on), row[5]);
+			else if (full && !behind && row[4])
+				grant_lock_name(lk->wake_on, sizeof(lk->wake_on),
+				                strtoull(row[4], NULL, 10));
 		}
 	}
 	if (free_now && lk->nnamed) {
@@ -930,17 +1003,16 @@ static bool looks_free(struct lr_lock *lk)
 			free_now = strcmp(row[0], "1") == 0;
 	}
 out:
-	if (lk->wake_gid == lk->stale_gid)
-		lk->wake_gid = 0;
+	if (strcmp(lk->wake_on, lk->stale_wake) == 0)
+		lk->wake_on[0] = '\0';
 	lr_sb_finish(&sb);
 	return free_now;
 }
 
 /*
- * Waits up to ms for something to change: in GET_LOCK on a holder's
- * wake-up lock when we know one (returning at once when it is released),
- * else on a timer. Either way signals are served and the cancel flag
- * ends the wait.
+ * Waits up to ms for something to change: in GET_LOCK on a wake-up lock
+ * when we know one (returning at once when it is released), else on a
+ * timer. Either way signals are served and the cancel flag ends the wait.
  */
 static void wait_for_change(struct lr_lock *lk, unsigned ms)
 {
@@ -948,29 +1020,23 @@ static void wait_for_change(struct lr_lock *lk, unsigned ms)
 	MYSQL_ROW row;
 	bool woke = false;
 
-	if (!lk->wake_gid || lk->galera || ms < 20 || !lr_db_connected(lk->db)) {
+	if (!lk->wake_on[0] || lk->galera || ms < 20 || !lr_db_connected(lk->db)) {
 		nap(lk, ms);
 		return;
 	}
 	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "SELECT GET_LOCK(");
-	wake_name(&sb, lk->wake_gid);
-	lr_sb_printf(&sb, ", %u.%03u)", ms / 1000, ms % 1000);
+	lr_sb_printf(&sb, "SELECT GET_LOCK('%s', %u.%03u)", lk->wake_on, ms / 1000, ms % 1000);
 	lr_db_set_op_timeout(lk->db, ms + 5000);
 	if (lr_db_query(lk->db, lr_sb_str(&sb)) && (row = lr_db_fetch(lk->db)) && row[0])
 		woke = strcmp(row[0], "1") == 0;
 	lr_db_set_op_timeout(lk->db, 0);
-	if (woke) {
-		/* Let other waiters on the same holder wake too; never wait on
-		 * this holder again (a stale lock would return at once). */
-		lk->stale_gid = lk->wake_gid;
-		lr_sb_reset(&sb);
-		lr_sb_puts(&sb, "DO RELEASE_LOCK(");
-		wake_name(&sb, lk->wake_gid);
-		lr_sb_puts(&sb, ")");
-		lr_db_query(lk->db, lr_sb_str(&sb));
-	}
 	lr_sb_finish(&sb);
+	if (woke) {
+		/* Let others blocked on the same lock wake too; never wait on it
+		 * again (a stale lock would return at once). */
+		snprintf(lk->stale_wake, sizeof(lk->stale_wake), "%s", lk->wake_on);
+		named_do(lk, "RELEASE_LOCK", lk->wake_on);
+	}
 }
 
 /* Keeps our queue places alive: waiters renew like holders, so a waiter
@@ -987,6 +1053,7 @@ static void renew_waiter(struct lr_lock *lk)
 		if (lr_db_affected_rows(lk->db) != lk->ntable) {
 			lr_log_info("our place in the queue expired; queueing again");
 			lk->queued = false;
+			drop_wait_lock(lk);
 		}
 		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
 	}
@@ -997,6 +1064,7 @@ static void renew_waiter(struct lr_lock *lk)
 static void dequeue(struct lr_lock *lk)
 {
 	lr_lock_set_cancel(lk, NULL);
+	drop_wait_lock(lk);
 	if (!lk->queued)
 		return;
 	if (ensure_connected(lk))
@@ -1067,8 +1135,8 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 			if (now >= deadline)
 				break;
 			ms = jitter(interval);
-			if (lk->wake_gid && !lk->galera)
-				ms = 1000; /* woken by the holder; the timeout is a fallback */
+			if (lk->wake_on[0] && !lk->galera)
+				ms = jitter(POLL_MAX_MS * 2); /* woken early: a fallback */
 			if (lk->queued) {
 				uint64_t renew = lk->waiter_renew_ms;
 				uint64_t b = boot_ms();
@@ -1201,13 +1269,9 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 	if (lr_db_connected(lk->db)) {
 		release_named(lk);
 		if (lk->wake_held) {
-			struct lr_sb sb;
-			lr_sb_init(&sb);
-			lr_sb_puts(&sb, "DO RELEASE_LOCK(");
-			wake_name(&sb, lk->grant_id);
-			lr_sb_puts(&sb, ")");
-			lr_db_query(lk->db, lr_sb_str(&sb));
-			lr_sb_finish(&sb);
+			char name[64];
+			grant_lock_name(name, sizeof(name), lk->grant_id);
+			named_do(lk, "RELEASE_LOCK", name);
 			lk->wake_held = false;
 		}
 	}

@@ -69,12 +69,13 @@ struct lr_lock {
 	bool queued;              /* our waiter rows exist */
 	uint64_t waiter_renew_ms; /* CLOCK_BOOTTIME ms when they need renewing */
 	bool named_held;
-	unsigned named_gen; /* the connection the named locks live on */
-	unsigned setup_gen; /* the connection the session was set up on */
-	bool galera;        /* wsrep_on: named locks are node-local */
-	bool wake_held;     /* we hold our grant's wake-up lock */
-	uint64_t wake_gid;  /* a holder whose wake-up lock we may wait on */
-	uint64_t stale_gid; /* a holder whose wake-up lock already fired */
+	unsigned named_gen;  /* the connection the named locks live on */
+	unsigned setup_gen;  /* the connection the session was set up on */
+	bool galera;         /* wsrep_on: named locks are node-local */
+	bool wake_held;      /* we hold our grant's wake-up lock */
+	bool wait_lock_held; /* we hold our queue place's wake-up lock */
+	char wake_on[64];    /* a wake-up lock to block on while waiting */
+	char stale_wake[64]; /* one that already fired: never again */
 	const volatile bool *cancel;
 	uv_timer_t *timer;
 	bool timer_fired;
