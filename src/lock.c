@@ -274,6 +274,10 @@ static bool session_setup(struct lr_lock *lk)
 		lk->galera = strcmp(row[0], "1") == 0 || strcmp(row[0], "ON") == 0;
 	else if (lr_db_errno(lk->db) != ER_UNKNOWN_SYSTEM_VARIABLE && !lr_db_connected(lk->db))
 		return false;
+	/* A node that just rejoined may serve stale reads; make reads wait
+	 * until it has applied what the cluster committed before them. */
+	if (lk->galera && !lr_db_query(lk->db, "SET SESSION wsrep_sync_wait = 1"))
+		return false;
 	lk->setup_gen = lr_db_generation(lk->db);
 	return true;
 }
@@ -1168,6 +1172,8 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
  */
 bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 {
+	uint64_t t0;
+
 	*lost = false;
 	if (lk->nnamed && lk->named_gen != lr_db_generation(lk->db)) {
 		*lost = true;
@@ -1187,6 +1193,7 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 	}
 	if (!ensure_connected(lk))
 		return false;
+	t0 = boot_ms();
 	if (!lr_db_queryf(lk->db,
 	                  "UPDATE lr_holds SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
 	                  "WHERE grant_id = %llu AND expires_at > NOW(6)",
@@ -1206,6 +1213,8 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 		snprintf(lk->err, sizeof(lk->err),
 		         "the lease of grant %llu has expired or was revoked",
 		         (unsigned long long)lk->grant_id);
+	} else {
+		lk->valid_from_ms = t0;
 	}
 	return true;
 }
@@ -1230,8 +1239,9 @@ static const char *end_name(enum lr_end how)
 /*
  * Gives the grant back and closes its lock-log entry, in one transaction
  * (four round trips), then drops the named and wake-up locks, which wakes
- * the next waiter. Idempotent, so it is simply retried on a fresh
- * connection after transient errors, a few times within a few seconds.
+ * the next waiter. Idempotent, so after a transient error or a lost COMMIT
+ * answer it is simply run again on a fresh connection, until it is known
+ * to have happened or the lease has run out anyway.
  */
 bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 {
@@ -1244,7 +1254,7 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 		snprintf(exit_status, sizeof(exit_status), "%d", status);
 	else if (how == LR_END_SIGNALED || how == LR_END_LOST)
 		snprintf(term_signal, sizeof(term_signal), "%d", status);
-	for (int i = 0; i < 8 && !ok; i++) {
+	for (int i = 0; !ok && (i < 2 || boot_ms() < lk->valid_from_ms + lk->ttl_ms); i++) {
 		if (ensure_connected(lk) && lr_db_query(lk->db, "START TRANSACTION") &&
 		    lr_db_queryf(lk->db, "DELETE FROM lr_holds WHERE grant_id = %llu",
 		                 (unsigned long long)lk->grant_id) &&
@@ -1264,7 +1274,7 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 		if (!lr_db_error_is_retryable(lr_db_errno(lk->db)))
 			break;
 		nap(lk, jitter(backoff));
-		backoff *= 2;
+		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	if (lr_db_connected(lk->db)) {
 		release_named(lk);

@@ -224,12 +224,16 @@ static void supervise(struct run *r)
 			r->renew_due = false;
 			if (lr_lock_renew(&r->lock, &gone) && !gone) {
 				lease_renewed(r, t0);
-				lr_log_debug("renewed grant %llu",
-				             (unsigned long long)r->lock.grant_id);
+				lr_log_info("renewed grant %llu",
+				            (unsigned long long)r->lock.grant_id);
 			} else if (gone) {
 				lease_lost(r, r->lock.err);
 			} else {
+				/* Try again soon on a fresh connection, not a whole
+				 * interval later: the lease is running out. */
 				lr_log_warn("cannot renew the lease: %s", r->lock.err);
+				uv_timer_start(r->beat, on_beat, 200 + (unsigned)(t0 % 300),
+				               interval);
 			}
 		}
 	}
@@ -270,8 +274,8 @@ static bool merge_options(struct run *r, char *err, size_t errlen)
 	r->kill_after = d->kill_after;
 	if (d->on_lost == LR_ON_LOST_KILL && !term_offset_ms(r->ttl, r->kill_after)) {
 		snprintf(err, errlen,
-		         "--ttl %g with --kill-after %g cannot be safe: the command could outlive "
-		         "its lease; use a ttl of at least %.0f s or a shorter --kill-after",
+		         "ttl %g with kill-after %g cannot be safe: the command could outlive "
+		         "its lease; use a ttl of at least %.0f s or a shorter kill-after",
 		         r->ttl, r->kill_after,
 		         ceil((r->kill_after + KILL_MARGIN_MS / 1000.0) /
 		              (1.0 / 3.0 - CLOCK_RATE_ERROR)));

@@ -58,7 +58,7 @@ setup() {
 	printf '[lock]\nconflict_exit_code = 42\n' >>"$conf"
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set cfgsem 1
 	"$LOCKRUN" -c "$conf" -s cfgsem -- sleep 3 3>&- &
-	lr_wait_for test "$(sql 'SELECT COUNT(*) FROM lr_holds')" = 1
+	lr_wait_eq 1 sql 'SELECT COUNT(*) FROM lr_holds'
 	run "$LOCKRUN" -c "$conf" -n -s cfgsem -- true
 	assert_failure 42
 	run "$LOCKRUN" -c "$conf" -n -E 7 -s cfgsem -- true

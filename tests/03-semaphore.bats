@@ -153,7 +153,7 @@ holds() {
 	ctl set busy 1
 	"$LOCKRUN" -s busy -- sleep 5 3>&- &
 	local holder=$!
-	lr_wait_for test "$(holds busy)" = 1
+	lr_wait_eq 1 holds busy
 	local t0=$EPOCHREALTIME ms
 	run "$LOCKRUN" -n -s busy -- echo never
 	ms=$(((${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000))
@@ -175,7 +175,7 @@ holds() {
 @test "a waiter gets the semaphore when the holder finishes" {
 	ctl set handoff 1
 	"$LOCKRUN" -s handoff -- sleep 1 3>&- &
-	lr_wait_for test "$(holds handoff)" = 1
+	lr_wait_eq 1 holds handoff
 	run "$LOCKRUN" -w 10 -s handoff -- echo got it
 	assert_success
 	assert_output "got it"
@@ -234,7 +234,7 @@ holds() {
 @test "--id: a second copy does not start while the first runs; after it, one does" {
 	ctl set idsem 5
 	"$LOCKRUN" --id nightly -s idsem -- sleep 2 3>&- &
-	lr_wait_for test "$(sql "SELECT COUNT(*) FROM lr_holds WHERE resource = 'id:nightly'")" = 1
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_holds WHERE resource = 'id:nightly'"
 	local t0=$EPOCHREALTIME
 	run "$LOCKRUN" --id nightly -s idsem -- echo second
 	assert_failure 75
@@ -252,7 +252,7 @@ holds() {
 	ctl set wait1 1
 	"$LOCKRUN" -s wait1 -- sleep 5 3>&- &
 	local holder=$!
-	lr_wait_for test "$(holds wait1)" = 1
+	lr_wait_eq 1 holds wait1
 	"$LOCKRUN" -s wait1 -- echo never 3>&- &
 	local waiter=$!
 	sleep 0.5
@@ -279,7 +279,7 @@ holds() {
 @test "a ttl too short for the kill grace is refused before anything happens" {
 	run "$LOCKRUN" --ttl 3 --kill-after 5 -s anything -- true
 	assert_failure 64
-	assert_output --partial "--ttl 3 with --kill-after 5 cannot be safe"
+	assert_output --partial "ttl 3 with kill-after 5 cannot be safe"
 }
 
 @test "the child inherits stdio but not the database connection" {
@@ -309,7 +309,7 @@ holds() {
 	assert_equal "$(sql "SELECT GROUP_CONCAT(CONCAT(COALESCE(old_capacity, '-'), '>', new_capacity) ORDER BY id) FROM lr_capacity_audit WHERE resource = 'audited'")" "->2,2>3"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_capacity_audit WHERE os_user = '$(id -un)' AND host = '$(hostname)' AND db_user LIKE 'root@%'")" 2
 	"$LOCKRUN" -s audited:2 -- sleep 3 3>&- &
-	lr_wait_for test "$(holds audited)" = 2
+	lr_wait_eq 2 holds audited
 	ctl set audited 1
 	run "$LOCKRUN" -n -s audited -- true
 	assert_failure 75
@@ -335,7 +335,7 @@ holds() {
 @test "waiting with -v says what it waits for" {
 	ctl set vis 1
 	"$LOCKRUN" -s vis -- sleep 2 3>&- &
-	lr_wait_for test "$(holds vis)" = 1
+	lr_wait_eq 1 holds vis
 	run "$LOCKRUN" -v -w 0.3 -s vis -- true
 	assert_failure 75
 	assert_output --partial "waiting: 'vis' is busy (1/1 used)"

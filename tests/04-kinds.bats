@@ -62,9 +62,9 @@ note() {
 
 @test "a stream of readers does not keep a waiting writer out" {
 	"$LOCKRUN" --read doc -- sh -c "$(rec_cmd "$rec" R0 -- 1.5)" 3>&- &
-	lr_wait_for test "$(holds doc)" = 1
+	lr_wait_eq 1 holds doc
 	"$LOCKRUN" --write doc -- sh -c "$(rec_cmd "$rec" W -- 0.3)" 3>&- &
-	lr_wait_for test "$(waiters doc)" = 1
+	lr_wait_eq 1 waiters doc
 	# Readers keep arriving for 3 s, each staying 0.5 s: without a queue
 	# they would overlap one another and starve the writer throughout.
 	local i
@@ -86,11 +86,11 @@ note() {
 
 @test "waiters started in a known order are served in that order" {
 	"$LOCKRUN" -x fifo -- sleep 1 3>&- &
-	lr_wait_for test "$(holds fifo)" = 1
+	lr_wait_eq 1 holds fifo
 	local i
 	for i in 1 2 3 4 5 6; do
 		"$LOCKRUN" -x fifo -- sh -c "$(note "$rec" "$i")" 3>&- &
-		lr_wait_for test "$(waiters fifo)" = "$i"
+		lr_wait_eq "$i" waiters fifo
 	done
 	wait
 	assert_equal "$(tr '\n' ' ' <"$rec")" "1 2 3 4 5 6 "
@@ -120,10 +120,10 @@ note() {
 
 @test "a waiter whose lockrun died stops blocking the queue when its lease expires" {
 	"$LOCKRUN" -x dead -- sleep 1 3>&- &
-	lr_wait_for test "$(holds dead)" = 1
+	lr_wait_eq 1 holds dead
 	"$LOCKRUN" --ttl 3 --kill-after 0.5 -x dead -- echo never 3>&- &
 	local ghost=$!
-	lr_wait_for test "$(waiters dead)" = 1
+	lr_wait_eq 1 waiters dead
 	kill -KILL "$ghost"
 	local t0=$EPOCHREALTIME
 	run "$LOCKRUN" -w 10 -x dead -- echo second
@@ -157,7 +157,7 @@ note() {
 	local mark=$BATS_TEST_TMPDIR/mark
 	"$LOCKRUN" --ttl 3 --kill-after 0.5 --named nk -- sh -c "trap 'echo TERM >$mark; exit 0' TERM; while :; do sleep 0.05; done" 3>&- &
 	local pid=$!
-	lr_wait_for test -n "$(sql "SELECT IS_USED_LOCK('nk')" | grep -v NULL)"
+	lr_wait_eq 1 sql "SELECT IS_USED_LOCK('nk') IS NOT NULL"
 	sql "KILL $(sql "SELECT IS_USED_LOCK('nk')")"
 	local rc=0
 	wait "$pid" || rc=$?
@@ -167,7 +167,7 @@ note() {
 
 @test "--named waits for the holder, then runs" {
 	"$LOCKRUN" --named nw -- sleep 1 3>&- &
-	lr_wait_for test -n "$(sql "SELECT IS_USED_LOCK('nw')" | grep -v NULL)"
+	lr_wait_eq 1 sql "SELECT IS_USED_LOCK('nw') IS NOT NULL"
 	run "$LOCKRUN" -n --named nw -- true
 	assert_failure 75
 	assert_output "lockrun: not acquired: named lock 'nw' is held by another session"
@@ -179,7 +179,7 @@ note() {
 @test "a mixed request is all or nothing" {
 	ctl set slots 2
 	"$LOCKRUN" -x mm -- sleep 1.5 3>&- &
-	lr_wait_for test "$(holds mm)" = 1
+	lr_wait_eq 1 holds mm
 	run "$LOCKRUN" -n -s slots:1 -x mm -- true
 	assert_failure 75
 	assert_equal "$(holds slots)" 0
@@ -193,7 +193,7 @@ note() {
 	assert_equal "$(cat "$rec")" got
 	# And with a named lock in the mix.
 	"$LOCKRUN" --named nmix -- sleep 1 3>&- &
-	lr_wait_for test -n "$(sql "SELECT IS_USED_LOCK('nmix')" | grep -v NULL)"
+	lr_wait_eq 1 sql "SELECT IS_USED_LOCK('nmix') IS NOT NULL"
 	run "$LOCKRUN" -n --named nmix -s slots:1 -- true
 	assert_failure 75
 	assert_equal "$(holds slots)" 0
@@ -220,13 +220,13 @@ note() {
 	ctl set shown 2
 	"$LOCKRUN" -s shown:2 -- sleep 2 3>&- &
 	local holder=$!
-	lr_wait_for test "$(holds shown)" = 2
+	lr_wait_eq 2 holds shown
 	"$LOCKRUN" -s shown:1 -- true 3>&- &
 	local w1=$!
-	lr_wait_for test "$(waiters shown)" = 1
+	lr_wait_eq 1 waiters shown
 	"$LOCKRUN" -s shown:2 -- true 3>&- &
 	local w2=$!
-	lr_wait_for test "$(waiters shown)" = 2
+	lr_wait_eq 2 waiters shown
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --json shown
 	assert_success
 	run python3 -c '

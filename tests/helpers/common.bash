@@ -58,3 +58,21 @@ lr_wait_for() {
 		sleep 0.1
 	done
 }
+
+# lr_wait_eq [-t SECONDS] EXPECTED CMD...: run CMD every 0.1 s until its
+# output is EXPECTED. (Unlike `lr_wait_for test "$(CMD)" = X`, which would
+# run CMD only once, before waiting.)
+lr_wait_eq() {
+	local opt=()
+	if [[ ${1:-} == -t ]]; then
+		opt=(-t "$2")
+		shift 2
+	fi
+	lr_wait_for "${opt[@]}" lr_output_is "$@"
+}
+
+lr_output_is() {
+	local want=$1
+	shift
+	[[ "$("$@")" == "$want" ]]
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env bats
+#
+# Safety under faults: the server paused, restarted or cut off, answers
+# lost, lockrun itself paused. Every invariant is judged from the
+# children's own records: a holder's command must be stopped before
+# another holder's starts, unless lockrun itself was frozen, where the
+# fencing tokens must tell the newer holder apart.
+
+load helpers/common
+load helpers/records
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	reset_db
+	rec=$BATS_TEST_TMPDIR/rec
+	: >"$rec"
+}
+
+teardown() {
+	# Never leave the suite's server stopped or paused for the next test.
+	lr_server_resume "$LR_DB" 2>/dev/null || true
+	lr_server_running "$LR_DB" || lr_server_start "$LR_DB" "$LR_PORT" >/dev/null
+	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
+}
+
+holds() {
+	sql "SELECT COALESCE(SUM(permits), 0) FROM lr_holds${1:+ WHERE resource = '$1'}"
+}
+
+# A command that records enter (with its token), runs until SIGTERM, and
+# records leave when it gets it.
+loop_cmd() {
+	local name=$1
+	printf 'flock %q sh -c "echo enter %s \\$LOCKRUN_FENCE >>%q"; trap "flock %q sh -c \\"echo leave %s >>%q\\"; exit 0" TERM; while :; do sleep 0.05; done' \
+		"$rec.lk" "$name" "$rec" "$rec.lk" "$name" "$rec"
+}
+
+ms_since() {
+	echo $(((${EPOCHREALTIME/[.,]/} - ${1/[.,]/}) / 1000))
+}
+
+@test "server paused longer than the ttl: the holder's command is stopped before anyone else's starts" {
+	"$LOCKRUN" --ttl 3 --kill-after 0.5 -x p1 -- sh -c "$(loop_cmd A)" 3>&- &
+	local a=$!
+	lr_wait_for grep -q "enter A" "$rec"
+	lr_server_pause "$LR_DB"
+	local t0=$EPOCHREALTIME rc=0
+	# Stopped within the lease: 0.99 * 3 s - 0.25 s - 0.5 s after the last
+	# renewal, which was at most 1 s before the pause.
+	lr_wait_for -t 3 grep -q "leave A" "$rec"
+	local ms
+	ms=$(ms_since "$t0")
+	((ms < 2300)) || fail "stopped only after $ms ms"
+	sleep 1
+	lr_server_resume "$LR_DB"
+	# lockrun itself exits once its release is settled or the lease is over.
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+	run "$LOCKRUN" -w 10 -x p1 -- sh -c "$(rec_cmd "$rec" B)"
+	assert_success
+	run awk '{ print $1, $2 }' "$rec"
+	assert_output "$(printf 'enter A\nleave A\nenter B\nleave B')"
+}
+
+@test "server restarted within the ttl: the command runs on undisturbed" {
+	local log=$BATS_TEST_TMPDIR/log
+	"$LOCKRUN" -v --ttl 10 --kill-after 1 -x r1 -- sh -c "$(loop_cmd A)" 3>&- 2>"$log" &
+	local a=$!
+	lr_wait_for grep -q "enter A" "$rec"
+	lr_server_restart "$LR_DB" >/dev/null
+	# Two renewals (every 3.3 s) after the restart prove the lease kept.
+	local t0=$EPOCHREALTIME
+	lr_wait_eq -t 15 3 grep -c "renewed grant" "$log"
+	kill -0 "$a"
+	assert_equal "$(holds r1)" 1
+	kill -TERM "$a"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 0
+	run awk '{ print $1, $2 }' "$rec"
+	assert_output "$(printf 'enter A\nleave A')"
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" exited
+}
+
+@test "lockrun frozen past its ttl: on resume its command is stopped at once, and the newer holder has the higher token" {
+	"$LOCKRUN" --ttl 3 --kill-after 0.5 -x frozen -- sh -c "$(loop_cmd A)" 3>&- &
+	local a=$!
+	lr_wait_for grep -q "enter A" "$rec"
+	kill -STOP "$a"
+	# A's lease runs out at the server; B gets the lock. A's command is
+	# still running: nothing can stop it while its lockrun is frozen, which
+	# is what fencing tokens are for.
+	"$LOCKRUN" -w 10 -x frozen -- sh -c "$(loop_cmd B)" 3>&- &
+	local b=$!
+	lr_wait_for grep -q "enter B" "$rec"
+	local t0=$EPOCHREALTIME
+	kill -CONT "$a"
+	lr_wait_for -t 3 grep -q "leave A" "$rec"
+	local ms
+	ms=$(ms_since "$t0")
+	((ms < 1000)) || fail "A's command was stopped $ms ms after its lockrun resumed"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+	local ta tb
+	ta=$(awk '$1 == "enter" && $2 == "A" { print $3 }' "$rec")
+	tb=$(awk '$1 == "enter" && $2 == "B" { print $3 }' "$rec")
+	((tb > ta)) || fail "B's token $tb is not above A's $ta"
+	kill -TERM "$b"
+	wait "$b" || true
+	assert_equal "$(sql "SELECT GROUP_CONCAT(end_reason ORDER BY id) FROM lr_grants")" "expired,exited"
+}
+
+@test "a lease revoked at the server stops the command: SIGTERM, then exit 76" {
+	"$LOCKRUN" --ttl 3 --kill-after 0.5 -x rev -- sh -c "$(loop_cmd A)" 3>&- &
+	local a=$!
+	lr_wait_for grep -q "enter A" "$rec"
+	sql "DELETE FROM lr_holds WHERE resource = 'rev'"
+	local t0=$EPOCHREALTIME rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+	(($(ms_since "$t0") < 2500)) || fail "took $(ms_since "$t0") ms"
+	assert_equal "$(tail -1 "$rec")" "leave A"
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" lost
+}
+
+@test "a command that ignores SIGTERM is killed after --kill-after" {
+	"$LOCKRUN" --ttl 3 --kill-after 0.5 -x stubborn -- sh -c "trap '' TERM; echo up >$rec; while :; do sleep 0.05; done" 3>&- &
+	local a=$!
+	lr_wait_for test -s "$rec"
+	sql "DELETE FROM lr_holds WHERE resource = 'stubborn'"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', term_signal) FROM lr_grants")" "lost 9"
+}
+
+@test "--on-lost=ignore keeps the command running and only logs" {
+	local log=$BATS_TEST_TMPDIR/log
+	"$LOCKRUN" --on-lost ignore --ttl 3 --kill-after 0.5 -x ign -- sh -c 'sleep 2.5; exit 4' 3>&- 2>"$log" &
+	local a=$!
+	lr_wait_eq 1 holds ign
+	sql "DELETE FROM lr_holds WHERE resource = 'ign'"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 4
+	run cat "$log"
+	assert_output --partial "lock lost"
+	assert_output --partial "--on-lost=ignore: the command keeps running"
+}
+
+@test "kill -9 of lockrun while the server is away: the command dies with it" {
+	local pidf=$BATS_TEST_TMPDIR/pid
+	"$LOCKRUN" --ttl 10 --kill-after 1 -x k9 -- sh -c "echo \$\$ >$pidf; exec sleep 60" 3>&- &
+	local a=$!
+	lr_wait_for test -s "$pidf"
+	lr_server_pause "$LR_DB"
+	kill -KILL "$a"
+	local child
+	child=$(cat "$pidf")
+	lr_wait_for -t 3 sh -c "! kill -0 $child 2>/dev/null"
+	lr_server_resume "$LR_DB"
+}
