@@ -10,17 +10,7 @@ load helpers/records
 bats_require_minimum_version 1.5.0
 
 setup() {
-	reset_db
-	rec=$BATS_TEST_TMPDIR/rec
-	: >"$rec"
-}
-
-ctl() {
-	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q "$@"
-}
-
-holds() {
-	sql "SELECT COALESCE(SUM(permits), 0) FROM lr_holds${1:+ WHERE resource = '$1'}"
+	setup_records
 }
 
 @test "32 concurrent jobs on a semaphore of capacity 3: never more than 3 inside" {

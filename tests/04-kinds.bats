@@ -7,21 +7,7 @@ load helpers/common
 load helpers/records
 
 setup() {
-	reset_db
-	rec=$BATS_TEST_TMPDIR/rec
-	: >"$rec"
-}
-
-ctl() {
-	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q "$@"
-}
-
-holds() {
-	sql "SELECT COALESCE(SUM(permits), 0) FROM lr_holds${1:+ WHERE resource = '$1'}"
-}
-
-waiters() {
-	sql "SELECT COUNT(DISTINCT request_id) FROM lr_waiters${1:+ WHERE resource = '$1'}"
+	setup_records
 }
 
 # note FILE WORD: a child's command that appends WORD under the file lock.

@@ -12,9 +12,7 @@ load helpers/records
 bats_require_minimum_version 1.5.0
 
 setup() {
-	reset_db
-	rec=$BATS_TEST_TMPDIR/rec
-	: >"$rec"
+	setup_records
 }
 
 teardown() {
@@ -22,10 +20,6 @@ teardown() {
 	lr_server_resume "$LR_DB" 2>/dev/null || true
 	lr_server_running "$LR_DB" || lr_server_start "$LR_DB" "$LR_PORT" >/dev/null
 	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
-}
-
-holds() {
-	sql "SELECT COALESCE(SUM(permits), 0) FROM lr_holds${1:+ WHERE resource = '$1'}"
 }
 
 # A command that records enter (with its token), runs until SIGTERM, and

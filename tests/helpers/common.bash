@@ -76,3 +76,18 @@ lr_output_is() {
 	shift
 	[[ "$("$@")" == "$want" ]]
 }
+
+# ctl ARGS...: lockrunctl as the administrator, quietly.
+ctl() {
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q "$@"
+}
+
+# holds [RESOURCE]: live permits held (of RESOURCE, or of everything).
+holds() {
+	sql "SELECT COALESCE(SUM(permits), 0) FROM lr_holds${1:+ WHERE resource = '$1'}"
+}
+
+# waiters [RESOURCE]: queued requests (on RESOURCE, or anywhere).
+waiters() {
+	sql "SELECT COUNT(DISTINCT request_id) FROM lr_waiters${1:+ WHERE resource = '$1'}"
+}

@@ -36,3 +36,10 @@ rec_max() {
 rec_count() {
 	awk -v w="$2" -v n="$3" '$1 == w && $2 == n { c++ } END { print c + 0 }' "$1"
 }
+
+# setup_records: an empty database and an empty record file, $rec.
+setup_records() {
+	reset_db
+	rec=$BATS_TEST_TMPDIR/rec
+	: >"$rec"
+}
