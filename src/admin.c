@@ -263,16 +263,18 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 				fputs(",\"command\":", out);
 				json_str(out, h[8]);
 				fprintf(out, ",\"since\":\"%s\",\"expires\":\"%s\"}", h[9], h[10]);
-			} else if (type == 0) {
-				fprintf(out,
-				        "  holder %s:%s %s since %s, token %s, lease %.1fs left\n",
-				        h[5], h[6], h[7], h[9], h[3], left);
-				fprintf(out, "    %.74s\n", h[8]);
 			} else {
-				fprintf(out, "  waiter %u: %s:%s %s since %s, %s permit%s\n",
-				        pos + 1, h[5], h[6], h[7], h[9], h[2],
-				        strcmp(h[2], "1") ? "s" : "");
-				fprintf(out, "    %.74s\n", h[8]);
+				/* Two lines, each within 80 columns whatever the names. */
+				if (type == 0)
+					fprintf(
+					    out,
+					    "  holder %.16s:%s %.10s, token %s, lease %.0fs left\n",
+					    h[5], h[6], h[7], h[3], left);
+				else
+					fprintf(out, "  waiter %u: %.16s:%s %.10s, %s permit%s\n",
+					        pos + 1, h[5], h[6], h[7], h[2],
+					        strcmp(h[2], "1") ? "s" : "");
+				fprintf(out, "    since %s  %.48s\n", h[9], h[8]);
 			}
 			pos++;
 		}

@@ -40,7 +40,7 @@ static void usage(FILE *out)
 	      "Commands:\n"
 	      "  init                  create or upgrade the schema (needs DDL privileges)\n"
 	      "  set NAME CAPACITY     create semaphore NAME or change its capacity (0-1000000)\n"
-	      "  status [NAME]         show resources, use and holders\n"
+	      "  status [NAME]         show resources, use, holders and waiters\n"
 	      "\n"
 	      "Options:\n"
 	      "  -c, --config FILE     configuration file (default $LOCKRUN_CONFIG,\n"

@@ -388,10 +388,10 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 	 * no TLS; asking for a CA or certificate means we will not. */
 	if (ip && (p->ssl_ca || p->ssl_cert || p->ssl_verify_server_cert) &&
 	    !mysql_get_ssl_cipher(db->m)) {
-		set_error(
-		    db, CR_SSL_CONNECTION_ERROR,
-		    "%s: TLS was required (ssl_ca/ssl_cert set) but the server did not offer it",
-		    db->server);
+		set_error(db, CR_SSL_CONNECTION_ERROR,
+		          "%s: TLS is required (ssl_ca, ssl_cert or ssl_verify_server_cert) but "
+		          "the server did not offer it",
+		          db->server);
 		lr_db_disconnect(db);
 		return false;
 	}

@@ -97,6 +97,13 @@ bool lr_item_parse(struct lr_item *it, enum lr_kind kind, const char *arg, char 
 		}
 		it->count = (unsigned)c;
 	}
+	/* lockrun's own named locks (schema, wake-ups) must not be taken
+	 * by hand: a held "lockrun.schema" would block `lockrunctl init`. */
+	if (kind == LR_KIND_NAMED && strncmp(name, "lockrun.", 8) == 0) {
+		snprintf(err, errlen,
+		         "named lock '%s': names starting with 'lockrun.' are reserved", name);
+		return false;
+	}
 	snprintf(it->name, sizeof(it->name), "%s%s", kind == LR_KIND_KEY ? KEY_PREFIX : "", name);
 	return true;
 }
@@ -663,7 +670,8 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 	                  lr_sb_str(&in)))
 		goto db_fail;
 	for (size_t i = 0; i < lk->nitems; i++)
-		lk->items[i].fence++;
+		if (is_table(&lk->items[i]))
+			lk->items[i].fence++;
 	if (!add_grant(lk))
 		goto db_fail;
 	lk->maybe_committed = true;
@@ -979,6 +987,14 @@ static bool looks_free(struct lr_lock *lk)
 				continue;
 			full = strtoull(row[2], NULL, 10) + permits_for(it) >
 			       strtoull(row[1], NULL, 10);
+			/* A held key, or a count the capacity no longer allows, is
+			 * decided by an attempt at once: neither is worth waiting for. */
+			if ((it->kind == LR_KIND_KEY && full) ||
+			    permits_for(it) > strtoull(row[1], NULL, 10)) {
+				free_now = true;
+				lk->wake_on[0] = '\0';
+				break;
+			}
 			behind = strtoull(row[3], NULL, 10) > 0;
 			if (full || behind)
 				free_now = false;

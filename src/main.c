@@ -114,39 +114,42 @@ static char *join_command(char **argv)
 }
 
 /* LOCKRUN_FENCE (one lock, or only the --id key), LOCKRUN_FENCES and
- * LOCKRUN_LEASE, as "NAME=value" strings for the child. */
+ * LOCKRUN_LEASE, as "NAME=value" strings for the child. Named locks have
+ * no token (the server keeps no counter for them) and no lease row. */
 static char **lock_env(const struct lr_lock *lk)
 {
-	struct lr_sb fences, one;
+	struct lr_sb fences, one, lease;
 	char **env = calloc(4, sizeof(*env));
-	size_t nres = 0, k = 0;
+	size_t nres = 0, ntok = 0, k = 0;
 	const struct lr_item *single = NULL;
 
 	if (!env)
 		return NULL;
 	lr_sb_init(&fences);
 	lr_sb_init(&one);
+	lr_sb_init(&lease);
 	for (size_t i = 0; i < lk->nitems; i++)
-		if (lk->items[i].kind != LR_KIND_KEY)
+		if (lk->items[i].kind != LR_KIND_KEY && lk->items[i].kind != LR_KIND_NAMED)
 			nres++;
 	lr_sb_puts(&fences, "LOCKRUN_FENCES=");
 	for (size_t i = 0; i < lk->nitems; i++) {
 		const struct lr_item *it = &lk->items[i];
-		if (nres && it->kind == LR_KIND_KEY)
+		if (it->kind == LR_KIND_NAMED || (nres && it->kind == LR_KIND_KEY))
 			continue;
-		if (fences.len > strlen("LOCKRUN_FENCES="))
-			lr_sb_puts(&fences, " ");
-		lr_sb_printf(&fences, "%s=%llu", it->name, (unsigned long long)it->fence);
+		lr_sb_printf(&fences, "%s%s=%llu", ntok ? " " : "", it->name,
+		             (unsigned long long)it->fence);
 		single = it;
+		ntok++;
 	}
-	if (nres <= 1 && single) {
+	if (ntok == 1) {
 		lr_sb_printf(&one, "LOCKRUN_FENCE=%llu", (unsigned long long)single->fence);
 		env[k++] = one.buf;
 	}
 	env[k++] = fences.buf;
-	lr_sb_init(&fences);
-	lr_sb_printf(&fences, "LOCKRUN_LEASE=%llu", (unsigned long long)lk->grant_id);
-	env[k++] = fences.buf;
+	if (lk->grant_id) {
+		lr_sb_printf(&lease, "LOCKRUN_LEASE=%llu", (unsigned long long)lk->grant_id);
+		env[k++] = lease.buf;
+	}
 	return env;
 }
 

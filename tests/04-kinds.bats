@@ -229,12 +229,61 @@ print("waiters", *[(w["pid"], w["permits"]) for w in r["waiters"]])' "$output"
 	assert_line --index 2 "waiters ($w1, 1) ($w2, 2)"
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status shown
 	assert_line --index 0 --regexp "^shown +semaphore 2/2 used$"
-	assert_line --index 1 --regexp "^  holder .*:$holder .* token 1, lease"
-	assert_line --index 3 --regexp "^  waiter 1: .*:$w1 .* 1 permit$"
-	assert_line --index 5 --regexp "^  waiter 2: .*:$w2 .* 2 permits$"
+	assert_line --index 1 --regexp "^  holder .*:$holder .*, token 1, lease [0-9]+s left$"
+	assert_line --index 3 --regexp "^  waiter 1: .*:$w1 .*, 1 permit$"
+	assert_line --index 5 --regexp "^  waiter 2: .*:$w2 .*, 2 permits$"
 	local line
 	for line in "${lines[@]}"; do ((${#line} <= 80)) || fail "wider than 80 columns: $line"; done
 	wait
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status nosuch
 	assert_failure 1
+}
+
+@test "--id behind a queued run with the same key exits as soon as that run is granted" {
+	"$LOCKRUN" -x idq -- sleep 1 3>&- &
+	lr_wait_eq 1 holds idq
+	"$LOCKRUN" --id k1 -x idq -- sleep 3 3>&- &
+	local first=$!
+	lr_wait_eq 1 waiters idq
+	local t0=$EPOCHREALTIME
+	run "$LOCKRUN" --id k1 -x idq -- echo second
+	assert_failure 75
+	assert_output "lockrun: not acquired: another run with --id 'k1' is still going"
+	# Out when the first run got the key (after about 1 s), not when it ended.
+	local ms=$(((${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000))
+	((ms < 2500)) || fail "took $ms ms"
+	kill -0 "$first"
+	wait
+}
+
+@test "a waiter whose count no longer fits a lowered capacity is told at once" {
+	ctl set shrink 3
+	"$LOCKRUN" -s shrink:3 -- sleep 3 3>&- &
+	lr_wait_eq 3 holds shrink
+	"$LOCKRUN" -s shrink:3 -- true 3>"$BATS_TEST_TMPDIR/out" 2>&1 &
+	local waiter=$!
+	lr_wait_eq 1 waiters shrink
+	ctl set shrink 2
+	local t0=$EPOCHREALTIME rc=0
+	wait "$waiter" || rc=$?
+	local ms=$(((${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000))
+	assert_equal "$rc" 64
+	((ms < 1500)) || fail "took $ms ms"
+	assert_equal "$(waiters)" 0
+	wait
+}
+
+@test "named locks have no token and no lease row" {
+	run "$LOCKRUN" --named nenv -- sh -c 'echo "${LOCKRUN_FENCE-unset}|$LOCKRUN_FENCES|${LOCKRUN_LEASE-unset}"'
+	assert_success
+	assert_output "unset||unset"
+	run "$LOCKRUN" --named nenv -x menv -- sh -c 'echo "$LOCKRUN_FENCE|$LOCKRUN_FENCES"'
+	assert_success
+	assert_output "1|menv=1"
+}
+
+@test "named locks starting with lockrun. are reserved" {
+	run "$LOCKRUN" --named lockrun.schema -- true
+	assert_failure 64
+	assert_output --partial "names starting with 'lockrun.' are reserved"
 }
