@@ -445,8 +445,8 @@ static void parse_client(struct proxy *p, struct conn *c, const unsigned char *b
 			ps->hdr[ps->hdr_len++] = b[i++];
 			if (ps->hdr_len < sizeof(ps->hdr))
 				continue;
-			ps->left = (size_t)ps->hdr[0] | (size_t)ps->hdr[1] << 8 |
-			           (size_t)ps->hdr[2] << 16;
+			ps->left =
+			    (size_t)ps->hdr[0] | (size_t)ps->hdr[1] << 8 | (size_t)ps->hdr[2] << 16;
 			ps->cont = ps->more;
 			ps->more = ps->left == MAX_PAYLOAD;
 			ps->seen = 0;
@@ -510,21 +510,20 @@ static void start_upstream(const struct proxy *p, struct conn *c)
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)p->target);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	c->ufd = fd;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		c->ufd = fd;
 		c->state = ST_OPEN;
 		return;
 	}
-	if (errno == EINPROGRESS || errno == EINTR) {
+	if (errno == EINPROGRESS || errno == EINTR) { /* both: still connecting */
+		c->ufd = fd;
 		c->state = ST_CONNECTING;
 		return;
 	}
-	fd = -1;
 fail:
 	fprintf(stderr, PROG ": connect to 127.0.0.1:%u: %s\n", p->target, strerror(errno));
 	if (fd >= 0)
 		close(fd);
-	close_fd(&c->ufd);
 	close_fd(&c->cfd);
 	c->done = 1;
 }
@@ -614,8 +613,8 @@ static int want_upstream_input(const struct conn *c)
 
 /* Fill the two pollfds of a connection.  In a blackhole nothing is
  * polled at all, not even for errors: a partition hides those too. */
-static void conn_events(const struct proxy *p, const struct conn *c, int64_t now,
-                        struct pollfd *pc, struct pollfd *pu)
+static void conn_events(const struct proxy *p, const struct conn *c, int64_t now, struct pollfd *pc,
+                        struct pollfd *pu)
 {
 	pc->fd = pu->fd = -1;
 	pc->events = pu->events = 0;
@@ -685,8 +684,8 @@ static void finish_if_idle(struct conn *c)
 
 /* Do one round's work for an open connection: read what each side sent,
  * write what is due, and move the drop-reply trap along. */
-static void relay(struct proxy *p, struct conn *c, const struct pollfd *pc,
-                  const struct pollfd *pu, int64_t now)
+static void relay(struct proxy *p, struct conn *c, const struct pollfd *pc, const struct pollfd *pu,
+                  int64_t now)
 {
 	if (c->cfd >= 0 && readable(pc))
 		read_client(p, c, now);
@@ -726,8 +725,8 @@ static int client_left(int fd)
 
 /* Move a connection along after a poll() round; pc and pu are its pollfds
  * from that round (all zero for a connection accepted since). */
-static void pump(struct proxy *p, struct conn *c, const struct pollfd *pc,
-                 const struct pollfd *pu, int64_t now)
+static void pump(struct proxy *p, struct conn *c, const struct pollfd *pc, const struct pollfd *pu,
+                 int64_t now)
 {
 	if (p->blackhole || c->done)
 		return;
