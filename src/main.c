@@ -210,9 +210,10 @@ static void supervise(struct run *r)
 	unsigned interval = (unsigned)llround(r->ttl * 1000.0 / 3.0);
 
 	uv_timer_start(r->beat, on_beat, interval, interval);
-	/* A renewal may take at most one interval: a hung one must not delay
-	 * the next try (the deadline timer covers the child meanwhile). */
-	lr_db_set_op_timeout(r->db, interval);
+	/* A renewal may take at most half an interval: a hung server must
+	 * leave time within the lease to reconnect, to the next host if need
+	 * be (the deadline timer covers the child meanwhile). */
+	lr_db_set_op_timeout(r->db, interval / 2);
 	while (!lr_sup_done(r->sup)) {
 		uv_run(r->loop, UV_RUN_ONCE);
 		if (lr_sup_done(r->sup))

@@ -156,3 +156,104 @@ ms_since() {
 	lr_wait_for -t 3 sh -c "! kill -0 $child 2>/dev/null"
 	lr_server_resume "$LR_DB"
 }
+
+# proxy: start lrproxy in front of the suite's server; sets proxy_port,
+# fifo (its control FIFO) and pconf (a config that goes through it).
+proxy() {
+	fifo=$BATS_TEST_TMPDIR/ctl
+	"$LR_TOOLS/lrproxy" --target "$LR_PORT" --port-file "$BATS_TEST_TMPDIR/proxy.port" \
+		--control "$fifo" >/dev/null 3>&- &
+	proxy_pid=$!
+	lr_wait_for test -s "$BATS_TEST_TMPDIR/proxy.port"
+	proxy_port=$(cat "$BATS_TEST_TMPDIR/proxy.port")
+	pconf=$BATS_TEST_TMPDIR/proxy.conf
+	sed "s/^port = .*/port = $proxy_port/" "$LR_DB/lockrun.conf" >"$pconf"
+	printf 'connect_timeout = 1\n' >>"$pconf"
+	chmod 600 "$pconf"
+}
+
+# pctl COMMAND: tell the proxy, and wait until it has done it.
+pctl() {
+	echo "$*" >"$fifo"
+	lr_wait_for grep -qx "ok $*" "$fifo.log"
+}
+
+@test "connection blackholed: the holder's command is stopped before anyone else's starts" {
+	proxy
+	"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x bh -- sh -c "$(loop_cmd A)" 3>&- 2>/dev/null &
+	local a=$!
+	lr_wait_for grep -q "enter A" "$rec"
+	pctl blackhole on
+	# B goes straight to the server and gets the lock once A's lease is over.
+	run "$LOCKRUN" -w 10 -x bh -- sh -c "$(rec_cmd "$rec" B)"
+	assert_success
+	run awk '{ print $1, $2 }' "$rec"
+	assert_output "$(printf 'enter A\nleave A\nenter B\nleave B')"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+}
+
+@test "lost COMMIT answer on acquire: exactly one grant exists, and it is adopted" {
+	proxy
+	pctl drop-reply COMMIT
+	run "$LOCKRUN" -v -c "$pconf" -x lc -- sh -c 'echo "ran with token $LOCKRUN_FENCE"'
+	assert_success
+	assert_line "ran with token 1"
+	assert_line --regexp "adopted grant [0-9]+ after a lost commit answer"
+	grep -qx "fired drop-reply COMMIT" "$fifo.log"
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 1
+	assert_equal "$(sql "SELECT fence FROM lr_resources WHERE name = 'lc'")" 1
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" exited
+	assert_equal "$(holds)" 0
+}
+
+@test "lost COMMIT answer on release: the grant is released all the same" {
+	proxy
+	# The command arms the trap, so the next COMMIT is the release's.
+	run "$LOCKRUN" -c "$pconf" -x lr -- sh -c "echo 'drop-reply COMMIT' >$fifo; sleep 0.3"
+	assert_success
+	grep -qx "fired drop-reply COMMIT" "$fifo.log"
+	assert_equal "$(holds)" 0
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status, ' ', ended_at IS NOT NULL) FROM lr_grants")" "exited 0 1"
+}
+
+@test "connections dropped mid-run: lockrun reconnects and the command runs on" {
+	proxy
+	local log=$BATS_TEST_TMPDIR/log
+	"$LOCKRUN" -v -c "$pconf" --ttl 3 --kill-after 0.5 -x drop -- sh -c 'sleep 4; echo done' 3>&- 2>"$log" >"$rec" &
+	local a=$!
+	lr_wait_eq 1 holds drop
+	sleep 0.5
+	pctl kill-all
+	sleep 1.2
+	pctl kill-all
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 0
+	assert_equal "$(cat "$rec")" done
+	run cat "$log"
+	assert_output --partial "cannot renew the lease"
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" exited
+}
+
+@test "a host that stops answering: the next host in the list takes over within the lease" {
+	proxy
+	# First the proxy, then the server's own socket.
+	printf 'host = 127.0.0.1, localhost\nsocket = %s\n' "$LR_SOCKET" >>"$pconf"
+	sed -i '0,/^host = 127.0.0.1$/{/^host = 127.0.0.1$/d}' "$pconf"
+	local log=$BATS_TEST_TMPDIR/log
+	"$LOCKRUN" -v -c "$pconf" --ttl 8 --kill-after 1 -x fo -- sh -c 'sleep 9; echo done' 3>&- 2>"$log" >"$rec" &
+	local a=$!
+	lr_wait_eq 1 holds fo
+	pctl blackhole on
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 0
+	assert_equal "$(cat "$rec")" done
+	run cat "$log"
+	# It did lose the first host, and renewed through the second.
+	assert_output --partial "cannot renew the lease: 127.0.0.1:$proxy_port"
+	run awk '/cannot renew/ { lost = 1 } /renewed grant/ && lost { after++ } END { print after + 0 }' "$log"
+	((output >= 1)) || fail "no renewal through the second host"
+}
