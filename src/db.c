@@ -40,6 +40,8 @@ struct lr_db {
 
 	const volatile bool *cancel;
 	unsigned op_timeout_ms;
+	void (*idle_fn)(void *arg); /* the idle connection became readable */
+	void *idle_arg;
 
 	unsigned generation; /* bumped by every successful connect */
 	unsigned err;
@@ -89,6 +91,24 @@ lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
 	db->wait_timer->data = db;
 	db->deadline->data = db;
 	return db;
+}
+
+/* An idle connection has nothing to read unless the server is closing it
+ * (KILL, shutdown, a crash). Only a hint: the owner checks with a query,
+ * from its own code, never from this callback. */
+static void on_idle_readable(uv_poll_t *h, int status, int events)
+{
+	lr_db *db = h->data;
+
+	uv_poll_stop(h);
+	if (db->idle_fn)
+		db->idle_fn(db->idle_arg);
+}
+
+static void watch_idle(lr_db *db)
+{
+	if (db->idle_fn && db->poll && db->m)
+		uv_poll_start(db->poll, UV_READABLE | UV_DISCONNECT, on_idle_readable);
 }
 
 /* Closing libuv handles completes on a later loop iteration; the owner runs
@@ -401,6 +421,7 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 	}
 	db->err = 0;
 	db->generation++;
+	watch_idle(db);
 	return true;
 }
 
@@ -565,6 +586,7 @@ bool lr_db_query(lr_db *db, const char *sql)
 		db->res = db->ret_res;
 	}
 	db->err = 0;
+	watch_idle(db);
 	return true;
 fail:
 	take_error(db, "query", timeout_ms);
@@ -647,6 +669,18 @@ void lr_db_sb_quote(lr_db *db, struct lr_sb *sb, const char *s)
 void lr_db_set_cancel(lr_db *db, const volatile bool *flag)
 {
 	db->cancel = flag;
+}
+
+/* Asks to be told (fn(arg), from a loop callback) when the idle
+ * connection becomes readable, which means the server is dropping it. */
+void lr_db_set_idle_watch(lr_db *db, void (*fn)(void *arg), void *arg)
+{
+	db->idle_fn = fn;
+	db->idle_arg = arg;
+	if (fn)
+		watch_idle(db);
+	else if (db->poll)
+		uv_poll_stop(db->poll);
 }
 
 void lr_db_set_op_timeout(lr_db *db, unsigned ms)

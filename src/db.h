@@ -65,6 +65,7 @@ uint64_t lr_db_insert_id(const lr_db *db);
 
 void lr_db_sb_quote(lr_db *db, struct lr_sb *sb, const char *s);
 void lr_db_set_cancel(lr_db *db, const volatile bool *flag);
+void lr_db_set_idle_watch(lr_db *db, void (*fn)(void *arg), void *arg);
 void lr_db_set_op_timeout(lr_db *db, unsigned ms);
 
 unsigned lr_db_errno(const lr_db *db);

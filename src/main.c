@@ -79,6 +79,15 @@ static void on_beat(uv_timer_t *t)
 	r->renew_due = true;
 }
 
+/* The server is dropping our connection: check (and reconnect) now rather
+ * than at the next beat. Matters most for named locks, which the server
+ * frees the moment the connection goes. */
+static void on_connection_stirred(void *arg)
+{
+	struct run *r = arg;
+	r->renew_due = true;
+}
+
 static void free_handle(uv_handle_t *h)
 {
 	free(h);
@@ -214,6 +223,7 @@ static void supervise(struct run *r)
 	 * leave time within the lease to reconnect, to the next host if need
 	 * be (the deadline timer covers the child meanwhile). */
 	lr_db_set_op_timeout(r->db, interval / 2);
+	lr_db_set_idle_watch(r->db, on_connection_stirred, r);
 	while (!lr_sup_done(r->sup)) {
 		uv_run(r->loop, UV_RUN_ONCE);
 		if (lr_sup_done(r->sup))
@@ -241,6 +251,7 @@ static void supervise(struct run *r)
 			}
 		}
 	}
+	lr_db_set_idle_watch(r->db, NULL, NULL);
 	uv_timer_stop(r->beat);
 	uv_timer_stop(r->deadline);
 	lr_db_set_op_timeout(r->db, 0);

@@ -141,14 +141,20 @@ note() {
 
 @test "--named: killing the holder's connection stops the command with the lock-lost code" {
 	local mark=$BATS_TEST_TMPDIR/mark
-	"$LOCKRUN" --ttl 3 --kill-after 0.5 --named nk -- sh -c "trap 'echo TERM >$mark; exit 0' TERM; while :; do sleep 0.05; done" 3>&- &
+	# The default ttl (30 s, a check every 10 s): noticing the loss must not
+	# wait for the next check, since the server frees the lock at once.
+	"$LOCKRUN" --named nk -- sh -c "trap 'echo TERM >$mark; exit 0' TERM; while :; do sleep 0.05; done" 3>&- &
 	local pid=$!
 	lr_wait_eq 1 sql "SELECT IS_USED_LOCK('nk') IS NOT NULL"
+	sleep 0.2
+	local t0=$EPOCHREALTIME
 	sql "KILL $(sql "SELECT IS_USED_LOCK('nk')")"
 	local rc=0
 	wait "$pid" || rc=$?
+	local ms=$(((${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000))
 	assert_equal "$rc" 76
 	assert_equal "$(cat "$mark")" TERM
+	((ms < 1500)) || fail "noticed after $ms ms"
 }
 
 @test "--named waits for the holder, then runs" {

@@ -106,11 +106,18 @@ judge() {
 		}' "$file"
 }
 
+# waitall PID...: wait for these (a bare `wait` would also wait for the
+# watchdog bats runs beside a test when BATS_TEST_TIMEOUT is set).
+waitall() {
+	local p
+	for p; do wait "$p" || true; done
+}
+
 # workers FILE NAME WORKERS RUNS SECS: WORKERS concurrent loops of RUNS runs
 # each of `lockrun -s NAME` on node (w mod 3) + 1, the child recording itself
 # in FILE and staying SECS. Each run's "WORKER RUN STATUS" goes to $rcs.
 workers() {
-	local file=$1 name=$2 nw=$3 runs=$4 secs=$5 w cmd
+	local file=$1 name=$2 nw=$3 runs=$4 secs=$5 w cmd pids=()
 	cmd=$(rec_cmd "$file" "$name" -- "$secs")
 	for ((w = 1; w <= nw; w++)); do
 		(
@@ -121,8 +128,9 @@ workers() {
 				echo "$w $r $rc" >>"$rcs"
 			done
 		) 3>&- &
+		pids+=($!)
 	done
-	wait
+	waitall "${pids[@]}"
 }
 
 # statuses: "COUNT STATUS" lines, the exit statuses of all runs.
@@ -177,12 +185,13 @@ statuses() {
 @test "control: the judge reports an overlap (same workload, children not under lockrun)" {
 	# Without lockrun the same 30 x 10 children overlap at once; a judge
 	# that passed this would prove nothing above.
-	local cmd w
+	local cmd w pids=()
 	cmd=$(rec_cmd "$rec" g1 -- 0.01)
 	for ((w = 1; w <= 30; w++)); do
 		(for ((r = 1; r <= 10; r++)); do sh -c "$cmd"; done) 3>&- &
+		pids+=($!)
 	done
-	wait
+	waitall "${pids[@]}"
 	assert_equal "$(rec_count "$rec" enter g1)" 300
 	run judge "$rec" g1 1
 	assert_failure
@@ -244,7 +253,7 @@ judge_ids() {
 		lr_galera_conf "$LR_GALERA" "$BATS_TEST_TMPDIR/order$k.conf" "${orders[k]}" \
 			"connect_timeout = 2" "read_timeout = 3" "write_timeout = 3"
 	done
-	local stop=$BATS_TEST_TMPDIR/stop w
+	local stop=$BATS_TEST_TMPDIR/stop w pids=()
 	for ((w = 1; w <= 12; w++)); do
 		(
 			conf=$BATS_TEST_TMPDIR/order$(((w - 1) % 3)).conf
@@ -258,6 +267,7 @@ judge_ids() {
 				echo "$w $r $rc $(date +%s.%N)" >>"$rcs"
 			done
 		) 3>&- &
+		pids+=($!)
 	done
 
 	sleep 4
@@ -274,7 +284,7 @@ judge_ids() {
 	lr_galera_wait_synced "$LR_GALERA" 2 2 30
 	sleep 8
 	touch "$stop"
-	wait
+	waitall "${pids[@]}"
 	echo "# $(date +%T) workers done" >&3
 
 	echo "exit statuses (count status):"
