@@ -996,6 +996,10 @@ static bool looks_free(struct lr_lock *lk)
 				break;
 			}
 			behind = strtoull(row[3], NULL, 10) > 0;
+			if ((full || behind) && free_now)
+				snprintf(lk->status, sizeof(lk->status),
+				         "waiting for '%s': %s/%s used, %s ahead in the queue",
+				         display_name(it), row[2], row[1], row[3]);
 			if (full || behind)
 				free_now = false;
 			if (lk->wake_on[0])
@@ -1097,6 +1101,7 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 {
 	enum lr_acquire a;
 
+	lr_log_status(NULL);
 	switch (r) {
 	case TX_OK:
 		return LR_ACQ_GRANTED;
@@ -1115,6 +1120,42 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 	}
 	dequeue(lk);
 	return a;
+}
+
+/* With -v: what we wait for and who holds it, once, when waiting starts.
+ * One query, and only when someone will read the answer. */
+static void announce(struct lr_lock *lk)
+{
+	struct lr_sb sb;
+	MYSQL_ROW row;
+	size_t n = 0;
+
+	if (lr_log_level() < LR_LOG_VERBOSE)
+		return;
+	lr_sb_init(&sb);
+	lr_sb_printf(&sb, "waiting: %s", lk->err);
+	if (lk->ntable) {
+		struct lr_sb q;
+		lr_sb_init(&q);
+		lr_sb_puts(&q,
+		           "SELECT h.resource, g.host, g.pid, LEFT(g.command, 40) FROM lr_holds h "
+		           "JOIN lr_grants g ON g.id = h.grant_id WHERE h.expires_at > NOW(6) "
+		           "AND h.resource IN (");
+		add_name_list(lk, &q);
+		lr_sb_puts(&q, ") ORDER BY h.resource, h.fence LIMIT 4");
+		if (lr_db_query(lk->db, lr_sb_str(&q))) {
+			while ((row = lr_db_fetch(lk->db))) {
+				struct lr_item *it = find_item(lk, row[0]);
+				lr_sb_printf(&sb, "%s '%s' held by %s:%s (%s)", n ? "," : ";",
+				             it ? display_name(it) : row[0], row[1], row[2],
+				             row[3]);
+				n++;
+			}
+		}
+		lr_sb_finish(&q);
+	}
+	lr_log_info("%s", lr_sb_str(&sb));
+	lr_sb_finish(&sb);
 }
 
 /*
@@ -1144,7 +1185,7 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 		if (last)
 			return result_of(lk, r);
 		if (!announced && r == TX_BUSY) {
-			lr_log_info("waiting: %s", lk->err);
+			announce(lk);
 			announced = true;
 		}
 		/* Wait until the read says an attempt could succeed, the
@@ -1173,6 +1214,7 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 			if (now_ms() >= deadline || !lk->queued || !lr_db_connected(lk->db) ||
 			    looks_free(lk))
 				break;
+			lr_log_status(lk->status);
 		}
 	}
 }

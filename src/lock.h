@@ -79,6 +79,7 @@ struct lr_lock {
 	const volatile bool *cancel;
 	uv_timer_t *timer;
 	bool timer_fired;
+	char status[256]; /* what we wait for, from the last poll */
 	char err[1024];
 };
 

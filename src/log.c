@@ -2,9 +2,12 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 static const char *prog_name = "lockrun";
 static enum lr_log_level cur_level = LR_LOG_NORMAL;
+static char status_line[256]; /* shown on a terminal; "" when none */
 
 void lr_log_init(const char *prog, enum lr_log_level level)
 {
@@ -28,8 +31,32 @@ static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_li
 
 	if (cur_level < need)
 		return;
+	if (status_line[0]) {
+		fputs("\r\033[K", stderr);
+		status_line[0] = '\0';
+	}
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	fprintf(stderr, "%s: %s%s\n", prog_name, tag, msg);
+}
+
+/* A live status line for -v on a terminal, rewritten in place when it
+ * changes; NULL clears it. Elsewhere (a log file, a pipe) it prints
+ * nothing: the one-off messages say what a log needs. */
+void lr_log_status(const char *line)
+{
+	if (cur_level < LR_LOG_VERBOSE || !isatty(STDERR_FILENO))
+		return;
+	if (!line) {
+		if (status_line[0])
+			fputs("\r\033[K", stderr);
+		status_line[0] = '\0';
+		return;
+	}
+	if (strcmp(line, status_line) == 0)
+		return;
+	snprintf(status_line, sizeof(status_line), "%s", line);
+	fprintf(stderr, "\r\033[K%s: %s", prog_name, status_line);
+	fflush(stderr);
 }
 
 void lr_log_error(const char *fmt, ...)

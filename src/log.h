@@ -17,5 +17,6 @@ void lr_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void lr_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void lr_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void lr_log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void lr_log_status(const char *line);
 
 #endif

@@ -328,6 +328,6 @@ setup() {
 	lr_wait_eq 1 holds vis
 	run "$LOCKRUN" -v -w 0.3 -s vis -- true
 	assert_failure 75
-	assert_output --partial "waiting: 'vis' is busy (1/1 used)"
+	assert_output --partial "waiting: 'vis' is busy (1/1 used); 'vis' held by $(hostname):"
 	wait
 }
