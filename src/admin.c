@@ -228,6 +228,9 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 		 * stay valid until the result is freed. */
 		if (!pending)
 			pending = lr_db_fetch(db);
+		/* Skip rows of resources that appeared between the two queries. */
+		while (pending && strcmp(pending[0], r->name) < 0)
+			pending = lr_db_fetch(db);
 		for (; pending && strcmp(pending[0], r->name) == 0; pending = lr_db_fetch(db)) {
 			MYSQL_ROW h = pending;
 			int type = h[1][0] - '0';

@@ -425,8 +425,13 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 	return true;
 }
 
+/* A name lookup on libuv's thread pool. It lives on the heap: one we stop
+ * waiting for (deadline, cancel) but that is already running cannot be
+ * recalled, and frees itself when it finishes. */
 struct resolve {
+	uv_getaddrinfo_t req;
 	bool done;
+	bool abandoned;
 	int status;
 	struct addrinfo *res;
 };
@@ -435,47 +440,66 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
 	struct resolve *r = req->data;
 
+	if (r->abandoned) {
+		uv_freeaddrinfo(res);
+		free(r);
+		return;
+	}
 	r->done = true;
 	r->status = status;
 	r->res = res;
 }
 
 /* Resolves a host name on libuv's thread pool (the connector's own lookup
- * would block the loop). Waits at most connect_timeout, then abandons the
- * request; the cancel flag abandons it too. */
+ * would block the loop). Waits at most connect_timeout; the cancel flag
+ * ends the wait too. */
 static bool resolve(lr_db *db, const char *host, struct addrinfo **out)
 {
 	struct addrinfo hints;
-	struct resolve r = {0};
-	uv_getaddrinfo_t req;
-	bool ok = false;
+	struct resolve *r = calloc(1, sizeof(*r));
+	bool ok = false, gave_up = false;
 
+	if (!r) {
+		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
+		return false;
+	}
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	req.data = &r;
+	r->req.data = r;
 	db->expired = false;
-	if (uv_getaddrinfo(db->loop, &req, on_resolved, host, NULL, &hints) != 0) {
+	if (uv_getaddrinfo(db->loop, &r->req, on_resolved, host, NULL, &hints) != 0) {
 		set_error(db, CR_UNKNOWN_HOST, "%s: cannot resolve host name", host);
+		free(r);
 		return false;
 	}
 	uv_timer_start(db->deadline, on_deadline, db->p->connect_timeout * 1000, 0);
-	while (!r.done) {
-		if (db->expired || (db->cancel && *db->cancel))
-			uv_cancel((uv_req_t *)&req);
+	while (!r->done) {
+		if (db->expired || (db->cancel && *db->cancel)) {
+			gave_up = true;
+			if (uv_cancel((uv_req_t *)&r->req) != 0)
+				break; /* running already: leave it to free itself */
+			/* cancelled: the callback still runs, with UV_EAI_CANCELED */
+		}
 		uv_run(db->loop, UV_RUN_ONCE);
 	}
 	uv_timer_stop(db->deadline);
-	if (r.status == 0) {
-		*out = r.res;
+	if (!r->done) {
+		r->abandoned = true;
+	} else if (r->status == 0 && !gave_up) {
+		*out = r->res;
 		ok = true;
-	} else if (r.status == UV_ECANCELED) {
+	} else if (r->status == 0) {
+		uv_freeaddrinfo(r->res);
+	}
+	if (!ok && gave_up)
 		set_error(db, db->expired ? LR_DB_ETIMEDOUT : LR_DB_ECANCELED, "%s: name lookup %s",
 		          host, db->expired ? "timed out" : "interrupted");
-	} else {
+	else if (!ok)
 		set_error(db, CR_UNKNOWN_HOST, "%s: cannot resolve host name: %s", host,
-		          uv_strerror(r.status));
-	}
+		          uv_strerror(r->status));
+	if (r->done)
+		free(r);
 	return ok;
 }
 

@@ -138,6 +138,7 @@ bool lr_lock_init(struct lr_lock *lk, uv_loop_t *loop, lr_db *db, const struct l
 	lk->owner = *owner;
 	lk->ttl_ms = ttl_ms;
 	new_request_id(lk->request_id);
+	memcpy(lk->grant_rid, lk->request_id, sizeof(lk->grant_rid));
 	lk->timer = malloc(sizeof(*lk->timer));
 	if (!lk->timer)
 		return false;
@@ -280,6 +281,11 @@ static bool session_setup(struct lr_lock *lk)
 	if (lr_db_query(lk->db, "SELECT @@wsrep_on") && (row = lr_db_fetch(lk->db)) && row[0])
 		lk->galera = strcmp(row[0], "1") == 0 || strcmp(row[0], "ON") == 0;
 	else if (lr_db_errno(lk->db) != ER_UNKNOWN_SYSTEM_VARIABLE && !lr_db_connected(lk->db))
+		return false;
+	/* A lockrun frozen (SIGSTOP, a paused VM) inside a transaction would
+	 * hold its row locks until wait_timeout; let the server end it. */
+	if (!lr_db_query(lk->db, "SET SESSION idle_transaction_timeout = 5") &&
+	    lr_db_errno(lk->db) != ER_UNKNOWN_SYSTEM_VARIABLE)
 		return false;
 	/* A node that just rejoined may serve stale reads; make reads wait
 	 * until it has applied what the cluster committed before them. */
@@ -504,7 +510,7 @@ static bool add_grant(struct lr_lock *lk)
 	lr_sb_init(&sb);
 	lr_sb_puts(&sb, "INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, "
 	                "command, ttl_ms, acquired_at) VALUES (");
-	lr_db_sb_quote(lk->db, &sb, lk->request_id);
+	lr_db_sb_quote(lk->db, &sb, lk->grant_rid);
 	lr_sb_puts(&sb, ",");
 	lr_db_sb_quote(lk->db, &sb, key ? display_name(key) : NULL);
 	lr_sb_puts(&sb, ",");
@@ -523,13 +529,14 @@ static bool add_grant(struct lr_lock *lk)
 			continue;
 		lr_sb_puts(&sb, first ? "(" : ",(");
 		lr_db_sb_quote(lk->db, &sb, it->name);
-		lr_sb_printf(&sb, ",%llu,%u,%llu,NOW(6) + INTERVAL %u MICROSECOND)",
+		lr_sb_printf(&sb, ",%llu,%u,%llu,NOW(6) + INTERVAL %llu MICROSECOND)",
 		             (unsigned long long)lk->grant_id, permits_for(it),
-		             (unsigned long long)it->fence, lk->ttl_ms * 1000U);
+		             (unsigned long long)it->fence,
+		             (unsigned long long)lk->ttl_ms * 1000ULL);
 		first = false;
 	}
 	ok = ok && lr_db_query(lk->db, lr_sb_str(&sb));
-	if (ok && lk->queued)
+	if (ok && lk->ever_queued)
 		ok = lr_db_queryf(lk->db, "DELETE FROM lr_waiters WHERE request_id = '%s'",
 		                  lk->request_id);
 	lr_sb_finish(&sb);
@@ -564,8 +571,8 @@ static bool enqueue(struct lr_lock *lk, const char *in, const uint64_t *tickets)
 		add_owner_values(lk, &sb);
 		lr_sb_puts(&sb, ",LEFT(");
 		lr_db_sb_quote(lk->db, &sb, lk->owner.command);
-		lr_sb_printf(&sb, ",1024),NOW(6),NOW(6) + INTERVAL %u MICROSECOND)",
-		             lk->ttl_ms * 1000U);
+		lr_sb_printf(&sb, ",1024),NOW(6),NOW(6) + INTERVAL %llu MICROSECOND)",
+		             (unsigned long long)lk->ttl_ms * 1000ULL);
 		first = false;
 	}
 	ok = lr_db_query(lk->db, lr_sb_str(&sb));
@@ -597,7 +604,10 @@ static void add_ahead_clause(struct lr_lock *lk, struct lr_sb *sb, const char *i
 
 /*
  * One acquire transaction over the table items: lock the resource rows in
- * name order, sweep expired holds and waiters (writes, so a concurrent
+ * name order (every insert of a hold or a waiter of a resource happens
+ * under that row's lock, so once we have it, a READ COMMITTED read sees
+ * all of them; share-locking the hold rows too would only make renewals
+ * wait on us), sweep expired holds and waiters (writes, so a concurrent
  * renewal of the same row conflicts instead of both winning), count live
  * use and the waiters ahead of us, and if the grant rule holds, bump each
  * resource's fence (the written row every contender conflicts on, also
@@ -643,7 +653,7 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 	                  lr_sb_str(&in)) ||
 	    !lr_db_queryf(lk->db,
 	                  "SELECT resource, SUM(permits) FROM lr_holds WHERE resource IN (%s) "
-	                  "GROUP BY resource LOCK IN SHARE MODE",
+	                  "GROUP BY resource",
 	                  lr_sb_str(&in)))
 		goto db_fail;
 	read_counts(lk, used);
@@ -651,14 +661,22 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 	lr_sb_printf(&sb, "SELECT resource, COUNT(*) FROM lr_waiters WHERE request_id <> '%s' AND ",
 	             lk->request_id);
 	add_ahead_clause(lk, &sb, lr_sb_str(&in));
-	lr_sb_puts(&sb, " GROUP BY resource LOCK IN SHARE MODE");
+	lr_sb_puts(&sb, " GROUP BY resource");
 	if (!lr_db_query(lk->db, lr_sb_str(&sb)))
 		goto db_fail;
 	read_counts(lk, ahead);
 	r = decide(lk, caps, used, ahead);
 	if (r == TX_BUSY && !lk->queued && may_enqueue) {
-		if (!enqueue(lk, lr_sb_str(&in), tickets) || !lr_db_query(lk->db, "COMMIT"))
+		lk->ever_queued = true;
+		if (!enqueue(lk, lr_sb_str(&in), tickets))
 			goto db_fail;
+		lk->maybe_enqueued = true;
+		if (!lr_db_query(lk->db, "COMMIT")) {
+			if (lr_db_connected(lk->db))
+				lk->maybe_enqueued = false;
+			goto db_fail;
+		}
+		lk->maybe_enqueued = false;
 		lk->queued = true;
 		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
 		take_wait_lock(lk);
@@ -785,7 +803,7 @@ static enum tx settle(struct lr_lock *lk)
 	                  "SELECT g.id, h.resource, h.fence FROM lr_grants g "
 	                  "JOIN lr_holds h ON h.grant_id = g.id "
 	                  "WHERE g.request_id = '%s' AND h.expires_at > NOW(6)",
-	                  lk->request_id))
+	                  lk->grant_rid))
 		return failed(lk);
 	while ((row = lr_db_fetch(lk->db))) {
 		struct lr_item *it = find_item(lk, row[1]);
@@ -802,7 +820,43 @@ static enum tx settle(struct lr_lock *lk)
 		lk->queued = false;
 		return TX_OK;
 	}
+	/* Not granted, or granted and already expired: close that log entry
+	 * if it exists, and try again under a new id (the old one is taken). */
+	lr_db_queryf(lk->db,
+	             "UPDATE lr_grants SET ended_at = NOW(6), end_reason = 'expired' "
+	             "WHERE request_id = '%s' AND ended_at IS NULL",
+	             lk->grant_rid);
+	new_request_id(lk->grant_rid);
 	lk->grant_id = 0;
+	return TX_RETRY;
+}
+
+/*
+ * After an enqueue COMMIT whose answer was lost: our waiter rows either all
+ * exist (one transaction wrote them) or none do. Adopt them with their
+ * tickets, or know we are not queued. One query.
+ */
+static enum tx settle_queue(struct lr_lock *lk)
+{
+	MYSQL_ROW row;
+	size_t n = 0;
+
+	if (!lr_db_queryf(lk->db, "SELECT resource, ticket FROM lr_waiters WHERE request_id = '%s'",
+	                  lk->request_id))
+		return failed(lk);
+	while ((row = lr_db_fetch(lk->db))) {
+		struct lr_item *it = find_item(lk, row[0]);
+		if (it) {
+			it->ticket = strtoull(row[1], NULL, 10);
+			n++;
+		}
+	}
+	lk->maybe_enqueued = false;
+	lk->queued = n == lk->ntable;
+	if (lk->queued) {
+		lk->waiter_renew_ms = 0; /* renew at once: the answer came late */
+		take_wait_lock(lk);
+	}
 	return TX_RETRY;
 }
 
@@ -882,13 +936,24 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 	for (int i = 0; i < TX_RETRIES && !canceled(lk); i++) {
 		if (!ensure_connected(lk)) {
 			r = TX_RETRY;
+		} else if (lk->maybe_enqueued) {
+			r = settle_queue(lk);
+			if (r == TX_RETRY && lr_db_connected(lk->db))
+				i--; /* settled: that was no attempt */
+			continue;
 		} else if (lk->maybe_committed) {
 			r = settle(lk);
 			if (r == TX_OK) {
 				r = take_named(lk);
 				if (r != TX_OK) {
-					/* The adopted grant is useless without its named locks. */
+					/* The adopted grant is useless without its named
+					 * locks; giving it back must not end our wait's
+					 * interruptibility. */
+					const volatile bool *cancel = lk->cancel;
 					lr_lock_release(lk, LR_END_ABORTED, 0);
+					lr_lock_set_cancel(lk, cancel);
+					lk->grant_id = 0;
+					new_request_id(lk->grant_rid);
 					return r;
 				}
 				return TX_OK;
@@ -1071,11 +1136,15 @@ static void renew_waiter(struct lr_lock *lk)
 	if (!lk->queued || boot_ms() < lk->waiter_renew_ms || !ensure_connected(lk))
 		return;
 	if (lr_db_queryf(lk->db,
-	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
+	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %llu MICROSECOND "
 	                 "WHERE request_id = '%s' AND expires_at > NOW(6)",
-	                 lk->ttl_ms * 1000U, lk->request_id)) {
+	                 (unsigned long long)lk->ttl_ms * 1000ULL, lk->request_id)) {
 		if (lr_db_affected_rows(lk->db) != lk->ntable) {
+			/* Some place was swept: give up the others too, or they
+			 * would stand in the way of our own next places. */
 			lr_log_info("our place in the queue expired; queueing again");
+			lr_db_queryf(lk->db, "DELETE FROM lr_waiters WHERE request_id = '%s'",
+			             lk->request_id);
 			lk->queued = false;
 			drop_wait_lock(lk);
 		}
@@ -1089,7 +1158,7 @@ static void dequeue(struct lr_lock *lk)
 {
 	lr_lock_set_cancel(lk, NULL);
 	drop_wait_lock(lk);
-	if (!lk->queued)
+	if (!lk->ever_queued)
 		return;
 	if (ensure_connected(lk))
 		lr_db_queryf(lk->db, "DELETE FROM lr_waiters WHERE request_id = '%s'",
@@ -1118,6 +1187,11 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 		a = canceled(lk) ? LR_ACQ_CANCELED : LR_ACQ_ERROR;
 		break;
 	}
+	/* Stopped or failed with a COMMIT's answer lost: it may have granted.
+	 * Find out, and give back what we are not going to use. */
+	lr_lock_set_cancel(lk, NULL);
+	if (lk->maybe_committed && ensure_connected(lk) && settle(lk) == TX_OK)
+		lr_lock_release(lk, LR_END_ABORTED, 0);
 	dequeue(lk);
 	return a;
 }
@@ -1253,9 +1327,10 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 		return false;
 	t0 = boot_ms();
 	if (!lr_db_queryf(lk->db,
-	                  "UPDATE lr_holds SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
+	                  "UPDATE lr_holds SET expires_at = NOW(6) + INTERVAL %llu MICROSECOND "
 	                  "WHERE grant_id = %llu AND expires_at > NOW(6)",
-	                  lk->ttl_ms * 1000U, (unsigned long long)lk->grant_id)) {
+	                  (unsigned long long)lk->ttl_ms * 1000ULL,
+	                  (unsigned long long)lk->grant_id)) {
 		take_db_error(lk);
 		if (lk->nnamed && !lr_db_connected(lk->db)) {
 			*lost = true;

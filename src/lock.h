@@ -60,13 +60,16 @@ struct lr_lock {
 	size_t nitems;
 	struct lr_owner owner;
 	unsigned ttl_ms;
-	char request_id[33];
+	char request_id[33]; /* this request's identity in the queue */
+	char grant_rid[33];  /* this grant attempt's, in the lock log; new per attempt */
 	uint64_t grant_id;
 	bool maybe_committed;   /* a COMMIT was sent and its answer lost */
 	uint64_t valid_from_ms; /* CLOCK_BOOTTIME ms before the granting transaction began */
 	size_t ntable;          /* items kept in tables: all but named locks */
 	size_t nnamed;
 	bool queued;              /* our waiter rows exist */
+	bool maybe_enqueued;      /* an enqueue COMMIT was sent and its answer lost */
+	bool ever_queued;         /* waiter rows may exist: delete them when done */
 	uint64_t waiter_renew_ms; /* CLOCK_BOOTTIME ms when they need renewing */
 	bool named_held;
 	unsigned named_gen;  /* the connection the named locks live on */

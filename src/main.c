@@ -49,7 +49,9 @@ struct run {
 	bool renew_due;
 	double ttl, kill_after;
 	uint64_t term_at_ms; /* boottime: stop the child if not renewed by then */
-	bool lost;
+	bool lost;           /* acted upon: no more renewals */
+	bool warned;         /* --on-lost=ignore: told that the lease may be gone */
+	bool loop_ready;
 };
 
 /* CLOCK_BOOTTIME: monotonic, and unlike CLOCK_MONOTONIC it keeps counting
@@ -169,14 +171,14 @@ static void free_env(char **env)
 	free(env);
 }
 
-static void lease_lost(struct run *r, const char *why);
+static void lease_lost(struct run *r, const char *why, bool confirmed);
 
 static void on_deadline(uv_timer_t *t)
 {
 	struct run *r = t->data;
 
 	if (boot_ms() >= r->term_at_ms)
-		lease_lost(r, "not renewed in time");
+		lease_lost(r, "not renewed in time", false);
 	else /* the loop's clock stood still during a suspend: look again */
 		uv_timer_start(t, on_deadline, r->term_at_ms - boot_ms(), 0);
 }
@@ -190,20 +192,40 @@ static void on_deadline(uv_timer_t *t)
 static void lease_renewed(struct run *r, uint64_t t0)
 {
 	uint64_t now = boot_ms();
+	bool kill = r->cfg.lock.on_lost == LR_ON_LOST_KILL;
 
-	r->term_at_ms = t0 + term_offset_ms(r->ttl, r->kill_after);
+	/* With --on-lost=ignore nothing is stopped: the deadline only says
+	 * when the lease may be over at the server. */
+	r->term_at_ms = t0 + (kill ? term_offset_ms(r->ttl, r->kill_after)
+	                           : (uint64_t)(r->ttl * (1.0 - CLOCK_RATE_ERROR) * 1000.0));
+	r->warned = false;
 	uv_timer_start(r->deadline, on_deadline, r->term_at_ms > now ? r->term_at_ms - now : 0, 0);
 }
 
-static void lease_lost(struct run *r, const char *why)
+/*
+ * The lease is gone (confirmed: the server said so) or may be (the local
+ * deadline passed). By default either stops the command. With
+ * --on-lost=ignore it is only said, and renewing goes on until the server
+ * confirms the loss, as a late renewal may still find the lease alive.
+ */
+static void lease_lost(struct run *r, const char *why, bool confirmed)
 {
 	if (r->lost)
 		return;
-	r->lost = true;
 	if (r->cfg.lock.on_lost == LR_ON_LOST_IGNORE) {
-		lr_log_error("lock lost (%s); --on-lost=ignore: the command keeps running", why);
+		if (confirmed) {
+			r->lost = true;
+			lr_log_error("lock lost (%s); --on-lost=ignore: the command keeps running",
+			             why);
+		} else if (!r->warned) {
+			r->warned = true;
+			lr_log_error("lock may be lost (%s); --on-lost=ignore: the command keeps "
+			             "running",
+			             why);
+		}
 		return;
 	}
+	r->lost = true;
 	lr_log_error("lock lost (%s); stopping the command", why);
 	lr_sup_terminate(r->sup, (unsigned)llround(r->kill_after * 1000));
 }
@@ -217,8 +239,11 @@ static void lease_lost(struct run *r, const char *why)
 static void supervise(struct run *r)
 {
 	unsigned interval = (unsigned)llround(r->ttl * 1000.0 / 3.0);
+	uint64_t first = r->lock.valid_from_ms + interval, now = boot_ms();
 
-	uv_timer_start(r->beat, on_beat, interval, interval);
+	/* The first renewal is due an interval after the lease began, not
+	 * after the command started. */
+	uv_timer_start(r->beat, on_beat, first > now ? first - now : 0, interval);
 	/* A renewal may take at most half an interval: a hung server must
 	 * leave time within the lease to reconnect, to the next host if need
 	 * be (the deadline timer covers the child meanwhile). */
@@ -228,8 +253,8 @@ static void supervise(struct run *r)
 		uv_run(r->loop, UV_RUN_ONCE);
 		if (lr_sup_done(r->sup))
 			break;
-		if (!r->lost && boot_ms() >= r->term_at_ms) {
-			lease_lost(r, "not renewed in time");
+		if (!r->lost && !r->warned && boot_ms() >= r->term_at_ms) {
+			lease_lost(r, "not renewed in time", false);
 			continue;
 		}
 		if (r->renew_due && !r->lost) {
@@ -241,7 +266,7 @@ static void supervise(struct run *r)
 				lr_log_info("renewed grant %llu",
 				            (unsigned long long)r->lock.grant_id);
 			} else if (gone) {
-				lease_lost(r, r->lock.err);
+				lease_lost(r, r->lock.err, true);
 			} else {
 				/* Try again soon on a fresh connection, not a whole
 				 * interval later: the lease is running out. */
@@ -380,6 +405,14 @@ static int run_locked(struct run *r)
 	}
 	lease_renewed(r, r->lock.valid_from_ms);
 	lr_log_info("acquired grant %llu", (unsigned long long)r->lock.grant_id);
+	if (r->cfg.lock.on_lost == LR_ON_LOST_KILL && boot_ms() >= r->term_at_ms) {
+		/* Granted, but so slowly that the lease could be over before the
+		 * command even started: do not start it. */
+		lr_log_error("lock lost (the lease ran out before the command could start)");
+		lr_lock_release(&r->lock, LR_END_LOST, 0);
+		rc = LR_EXIT_LOCK_LOST;
+		goto out;
+	}
 	if (r->stop) {
 		/* Asked to stop between the grant and the spawn: give it back. */
 		lr_lock_release(&r->lock, LR_END_ABORTED, 0);
@@ -471,6 +504,7 @@ static int run(struct run *r, int argc, char **argv)
 	r->beat->data = r;
 	uv_timer_init(r->loop, r->deadline);
 	r->deadline->data = r;
+	r->loop_ready = true;
 	r->sup = lr_sup_create(r->loop, on_signal, r);
 	r->db = lr_db_create(r->loop, &r->cfg.db);
 	if (!r->sup || !r->db) {
@@ -487,16 +521,16 @@ static void cleanup(struct run *r)
 		lr_lock_finish(&r->lock);
 	lr_db_destroy(r->db);
 	lr_sup_destroy(r->sup);
-	if (r->loop) {
+	if (r->loop_ready) {
 		uv_close((uv_handle_t *)r->beat, free_handle);
 		uv_close((uv_handle_t *)r->deadline, free_handle);
 		uv_run(r->loop, UV_RUN_DEFAULT);
 		uv_loop_close(r->loop);
-		free(r->loop);
 	} else {
 		free(r->beat);
 		free(r->deadline);
 	}
+	free(r->loop);
 	lr_cli_finish(&r->cli);
 	lr_config_finish(&r->cfg);
 }

@@ -39,8 +39,35 @@ static void free_handle(uv_handle_t *h)
 	free(h);
 }
 
+/* Hands the terminal to a process group; SIGTTOU would stop us for it. */
+static void give_tty(pid_t pgrp)
+{
+	void (*old)(int) = signal(SIGTTOU, SIG_IGN);
+
+	tcsetpgrp(STDIN_FILENO, pgrp);
+	signal(SIGTTOU, old);
+}
+
+/*
+ * ^Z at a terminal stops the command, which owns the terminal. Its shell
+ * waits on us, not on it, so we take the terminal back and stop too; on
+ * `fg` (SIGCONT to us) we give the terminal back and continue the command.
+ * Our lease is not renewed meanwhile: past the deadline, the loop stops
+ * the command as soon as we run again.
+ */
+static void child_stopped(lr_sup *sup, int signo)
+{
+	if (!sup->took_tty || (signo != SIGTSTP && signo != SIGTTIN && signo != SIGTTOU))
+		return;
+	give_tty(getpgrp());
+	kill(getpid(), SIGSTOP);
+	give_tty(sup->pid);
+	kill(-sup->pid, SIGCONT);
+}
+
 /* Reaps our child only: never waitpid(-1), which could steal other
- * children's statuses (libuv's, or a library's). */
+ * children's statuses (libuv's, or a library's). Stops are seen too, for
+ * job control. */
 static void on_sigchld(uv_signal_t *h, int signo)
 {
 	lr_sup *sup = h->data;
@@ -48,15 +75,19 @@ static void on_sigchld(uv_signal_t *h, int signo)
 	pid_t r;
 
 	(void)signo;
-	if (!sup->pid || sup->done)
-		return;
-	do
-		r = waitpid(sup->pid, &st, WNOHANG);
-	while (r < 0 && errno == EINTR);
-	if (r == sup->pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
-		sup->wstatus = st;
-		sup->done = true;
-		uv_timer_stop(sup->kill_timer);
+	while (sup->pid && !sup->done) {
+		do
+			r = waitpid(sup->pid, &st, WNOHANG | WUNTRACED | WCONTINUED);
+		while (r < 0 && errno == EINTR);
+		if (r != sup->pid)
+			return;
+		if (WIFSTOPPED(st)) {
+			child_stopped(sup, WSTOPSIG(st));
+		} else if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			sup->wstatus = st;
+			sup->done = true;
+			uv_timer_stop(sup->kill_timer);
+		}
 	}
 }
 
@@ -101,13 +132,17 @@ lr_sup *lr_sup_create(uv_loop_t *loop, lr_sup_signal_fn on_signal, void *arg)
 		sup->sigs[i]->data = sup;
 		uv_signal_start(sup->sigs[i], on_forward, forwarded[i]);
 	}
+	/* Each handle is initialised as soon as it exists, so that a failure
+	 * half way leaves only initialised handles for destroy to close. */
 	sup->sigchld = malloc(sizeof(*sup->sigchld));
-	sup->kill_timer = malloc(sizeof(*sup->kill_timer));
-	if (!sup->sigchld || !sup->kill_timer)
+	if (!sup->sigchld)
 		goto fail;
 	uv_signal_init(loop, sup->sigchld);
 	sup->sigchld->data = sup;
 	uv_signal_start(sup->sigchld, on_sigchld, SIGCHLD);
+	sup->kill_timer = malloc(sizeof(*sup->kill_timer));
+	if (!sup->kill_timer)
+		goto fail;
 	uv_timer_init(loop, sup->kill_timer);
 	sup->kill_timer->data = sup;
 	return sup;
@@ -128,13 +163,8 @@ void lr_sup_destroy(lr_sup *sup)
 		uv_close((uv_handle_t *)sup->sigchld, free_handle);
 	if (sup->kill_timer)
 		uv_close((uv_handle_t *)sup->kill_timer, free_handle);
-	if (sup->took_tty) {
-		/* Take the terminal back, or the shell would find itself in the
-		 * background of a dead process group. */
-		signal(SIGTTOU, SIG_IGN);
-		tcsetpgrp(STDIN_FILENO, getpgrp());
-		signal(SIGTTOU, SIG_DFL);
-	}
+	if (sup->took_tty) /* or the shell would be left behind a dead group */
+		give_tty(getpgrp());
 	free(sup);
 }
 

@@ -257,3 +257,61 @@ pctl() {
 	run awk '/cannot renew/ { lost = 1 } /renewed grant/ && lost { after++ } END { print after + 0 }' "$log"
 	((output >= 1)) || fail "no renewal through the second host"
 }
+
+@test "a ttl above 71 minutes is a lease of that length (no 32-bit overflow)" {
+	"$LOCKRUN" --ttl 4300 -x longttl -- sleep 2 3>&- &
+	lr_wait_eq 1 holds longttl
+	local left
+	left=$(sql "SELECT TIMESTAMPDIFF(SECOND, NOW(6), expires_at) FROM lr_holds WHERE resource = 'longttl'")
+	((left > 4290 && left <= 4300)) || fail "lease of $left s"
+	wait
+}
+
+@test "a grant that arrives after its lease could be over does not start the command" {
+	proxy
+	printf 'connect_timeout = 10\n' >>"$pconf"
+	pctl delay 250
+	run "$LOCKRUN" -c "$pconf" --ttl 2 --kill-after 0.2 -x slow -- sh -c "echo ran >$rec"
+	assert_failure 76
+	assert_output --partial "the lease ran out before the command could start"
+	assert_equal "$(cat "$rec")" ""
+	pctl delay 0
+	lr_wait_eq 0 holds slow
+}
+
+@test "--on-lost=ignore keeps renewing: a late renewal is not the end of the lease" {
+	# ttl 3 with the default 5 s kill grace would be refused with kill;
+	# with ignore there is nothing to kill, and the lease must still hold.
+	"$LOCKRUN" --on-lost ignore --ttl 3 -x keep -- sleep 6 3>&- 2>"$BATS_TEST_TMPDIR/log" &
+	local a=$!
+	lr_wait_eq 1 holds keep
+	sleep 4
+	run "$LOCKRUN" -n -x keep -- echo stolen
+	assert_failure 75
+	wait "$a"
+	run cat "$BATS_TEST_TMPDIR/log"
+	refute_output --partial "lost"
+}
+
+@test "lost COMMIT answer on joining the queue: the places are adopted, not doubled" {
+	proxy
+	"$LOCKRUN" -x qlost -- sleep 2 3>&- &
+	local holder=$!
+	lr_wait_eq 1 holds qlost
+	pctl drop-reply COMMIT
+	"$LOCKRUN" -c "$pconf" -x qlost -- sh -c "echo ran >$rec" 3>&- &
+	local w=$!
+	lr_wait_for grep -qx "fired drop-reply COMMIT" "$fifo.log"
+	# A second waiter queues behind it; both must get their turn.
+	sleep 0.5
+	"$LOCKRUN" -x qlost -- sh -c "echo second >>$rec" 3>&- &
+	local w2=$!
+	local n
+	for n in 1 2 3 4 5; do
+		(($(sql "SELECT COUNT(*) FROM lr_waiters WHERE host <> ''") <= 2)) || fail "waiter rows doubled"
+		sleep 0.2
+	done
+	wait "$w" "$w2" "$holder"
+	assert_equal "$(cat "$rec")" "$(printf 'ran\nsecond')"
+	assert_equal "$(waiters)" 0
+}
