@@ -299,8 +299,10 @@ static bool ensure_connected(struct lr_lock *lk)
 {
 	if (lr_db_connected(lk->db) && lk->setup_gen == lr_db_generation(lk->db))
 		return true;
-	if ((lr_db_connected(lk->db) || lr_db_connect(lk->db)) && session_setup(lk))
+	if ((lr_db_connected(lk->db) || lr_db_connect(lk->db)) && session_setup(lk)) {
+		lk->db_trouble = false;
 		return true;
+	}
 	take_db_error(lk);
 	return false;
 }
@@ -935,6 +937,11 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 
 	for (int i = 0; i < TX_RETRIES && !canceled(lk); i++) {
 		if (!ensure_connected(lk)) {
+			/* Retrying on regardless (a wait is a wait); but say why it
+			 * is taking long, once until the database is back. */
+			if (!lk->db_trouble)
+				lr_log_warn("database trouble, still trying: %s", lk->err);
+			lk->db_trouble = true;
 			r = TX_RETRY;
 		} else if (lk->maybe_enqueued) {
 			r = settle_queue(lk);
@@ -1262,6 +1269,7 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 			announce(lk);
 			announced = true;
 		}
+
 		/* Wait until the read says an attempt could succeed, the
 		 * deadline comes, or we are told to stop. */
 		for (;;) {

@@ -75,6 +75,7 @@ struct lr_lock {
 	unsigned named_gen;  /* the connection the named locks live on */
 	unsigned setup_gen;  /* the connection the session was set up on */
 	bool galera;         /* wsrep_on: named locks are node-local */
+	bool db_trouble;     /* told the user the database is away */
 	bool wake_held;      /* we hold our grant's wake-up lock */
 	bool wait_lock_held; /* we hold our queue place's wake-up lock */
 	char wake_on[64];    /* a wake-up lock to block on while waiting */

@@ -315,3 +315,22 @@ pctl() {
 	assert_equal "$(cat "$rec")" "$(printf 'ran\nsecond')"
 	assert_equal "$(waiters)" 0
 }
+
+@test "a waiter that loses the database says so, keeps waiting, and gets the lock" {
+	proxy
+	"$LOCKRUN" -x wdb -- sleep 3 3>&- &
+	local holder=$!
+	lr_wait_eq 1 holds wdb
+	"$LOCKRUN" -c "$pconf" -w 20 -x wdb -- sh -c "echo ran >$rec" 3>&- 2>"$BATS_TEST_TMPDIR/log" &
+	local w=$!
+	lr_wait_eq 1 waiters wdb
+	pctl blackhole on
+	pctl kill-all
+	lr_wait_for grep -q "database trouble, still trying" "$BATS_TEST_TMPDIR/log"
+	pctl blackhole off
+	local rc=0
+	wait "$w" || rc=$?
+	assert_equal "$rc" 0
+	assert_equal "$(cat "$rec")" ran
+	wait "$holder"
+}
