@@ -112,3 +112,18 @@ setup() {
 	run cat "$BATS_TEST_TMPDIR/out"
 	assert_output --partial "cannot connect to the local server's socket"
 }
+
+@test "option_file and option_group: the account comes from a my.cnf-style file" {
+	printf '[lockrun_client]\nuser = lockrun\npassword = %s\n' "$(cat "$LR_DB/lockrun.pw")" >"$BATS_TEST_TMPDIR/my.cnf"
+	chmod 600 "$BATS_TEST_TMPDIR/my.cnf"
+	printf '[database]\nhost = 127.0.0.1\nport = %s\noption_file = %s\noption_group = lockrun_client\n' \
+		"$LR_PORT" "$BATS_TEST_TMPDIR/my.cnf" >"$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_success
+	assert_equal "$(sql "SELECT db_user FROM lr_grants ORDER BY id DESC LIMIT 1")" "lockrun@%"
+	# And a wrong password in it is the server's refusal, not a silent default.
+	sed -i 's/^password = .*/password = wrong/' "$BATS_TEST_TMPDIR/my.cnf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_failure 69
+	assert_output --partial "Access denied for user 'lockrun'"
+}
