@@ -19,19 +19,17 @@
  */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+
+#include "toolutil.h"
 
 #define PROG        "fakemysqld"
 #define MAX_CLIENTS 64
@@ -110,14 +108,6 @@ struct pkt {
 	unsigned char b[MAX_REPLY - 4];
 	size_t n;
 };
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static void usage(FILE *f)
 {
@@ -404,15 +394,6 @@ static int service_client(const struct server *s, struct client *c, short revent
 	return 0;
 }
 
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -1;
-	return 0;
-}
-
 /* Accept every pending connection while there are free slots.  In the
  * protocol modes the greeting is queued right away; poll() reports the
  * socket writable and sends it on the next round. */
@@ -429,7 +410,7 @@ static void accept_clients(struct server *s)
 				fprintf(stderr, PROG ": accept: %s\n", strerror(errno));
 			return;
 		}
-		if (set_nonblock(fd) < 0) {
+		if (tu_set_nonblock(fd) < 0) {
 			fprintf(stderr, PROG ": fcntl: %s\n", strerror(errno));
 			close(fd);
 			continue;
@@ -485,115 +466,6 @@ static int serve_once(struct server *s)
 	return 0;
 }
 
-/* Bind and listen on 127.0.0.1:port and report the port actually bound
- * (the kernel's choice when port is 0).  Returns the socket or -1. */
-static int open_listener(unsigned port, unsigned *bound)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int one = 1;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0)
-		goto fail;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		goto fail;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		goto fail;
-	if (listen(fd, 64) < 0 || set_nonblock(fd) < 0)
-		goto fail;
-	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
-		goto fail;
-	*bound = ntohs(sa.sin_port);
-	return fd;
-fail:
-	fprintf(stderr, PROG ": listen on 127.0.0.1:%u: %s\n", port, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
-
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Publish the port as "N\n" in path.  Written to path.tmp and renamed, so
- * a test polling for the file never reads it half-written. */
-static int write_port_file(const char *path, unsigned port)
-{
-	char line[16];
-	size_t plen = strlen(path);
-	char *tmp = malloc(plen + sizeof(".tmp"));
-	int len = snprintf(line, sizeof(line), "%u\n", port);
-	int fd = -1, rc = -1;
-
-	if (!tmp)
-		goto out;
-	memcpy(tmp, path, plen);
-	memcpy(tmp + plen, ".tmp", sizeof(".tmp"));
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		goto out;
-	if (write_all(fd, line, (size_t)len) < 0)
-		goto out;
-	if (close(fd) < 0) {
-		fd = -1;
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0)
-		goto out;
-	rc = 0;
-out:
-	if (rc < 0) {
-		fprintf(stderr, PROG ": port file %s: %s\n", tmp ? tmp : path, strerror(errno));
-		if (tmp)
-			unlink(tmp);
-	}
-	if (fd >= 0)
-		close(fd);
-	free(tmp);
-	return rc;
-}
-
-/* If argv[*i] is option name, as "--name VALUE" or "--name=VALUE", store
- * its value and return 1 (stepping *i over a separate value); return 0 if
- * it is another argument and -1 if the value is missing. */
-static int match_opt(const char *name, int argc, char **argv, int *i, const char **val)
-{
-	size_t n = strlen(name);
-	const char *a = argv[*i];
-
-	if (strncmp(a, name, n) != 0)
-		return 0;
-	if (a[n] == '=') {
-		*val = a + n + 1;
-		return 1;
-	}
-	if (a[n] != '\0')
-		return 0;
-	if (*i + 1 >= argc)
-		return -1;
-	*val = argv[++*i];
-	return 1;
-}
-
 /* Fill o from the command line.  Returns 0, 1 for --help, or -1 after
  * complaining on stderr. */
 static int parse_args(int argc, char **argv, struct options *o)
@@ -606,20 +478,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
 			return 1;
-		if ((r = match_opt("--mode", argc, argv, &i, &val)) > 0)
+		if ((r = tu_match_opt("--mode", argc, argv, &i, &val)) > 0)
 			mode = val;
-		else if (r == 0 && (r = match_opt("--port", argc, argv, &i, &val)) > 0)
+		else if (r == 0 && (r = tu_match_opt("--port", argc, argv, &i, &val)) > 0)
 			port = val;
-		else if (r == 0 && (r = match_opt("--port-file", argc, argv, &i, &val)) > 0)
+		else if (r == 0 && (r = tu_match_opt("--port-file", argc, argv, &i, &val)) > 0)
 			o->port_file = val;
-		if (r < 0) {
-			fprintf(stderr, PROG ": %s needs a value\n", argv[i]);
-			return -1;
-		}
-		if (r == 0) {
-			fprintf(stderr, PROG ": unknown argument '%s'\n", argv[i]);
-			return -1;
-		}
+		if (r <= 0)
+			return tu_bad_arg(PROG, r, argv[i]);
 	}
 	if (!mode) {
 		fprintf(stderr, PROG ": --mode is required\n");
@@ -635,35 +501,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		fprintf(stderr, PROG ": unknown mode '%s'\n", mode);
 		return -1;
 	}
-	if (port) {
-		char *end;
-		unsigned long v;
-
-		errno = 0;
-		v = strtoul(port, &end, 10);
-		if (errno || end == port || *end || port[0] == '-' || v > 65535) {
-			fprintf(stderr, PROG ": bad port '%s'\n", port);
-			return -1;
-		}
-		o->port = (unsigned)v;
-	}
-	return 0;
-}
-
-/* SIGTERM/SIGINT set the stop flag without SA_RESTART, so a blocked
- * poll() returns EINTR; SIGPIPE is ignored so a vanished client shows up
- * as EPIPE instead of killing us. */
-static int install_signals(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = on_signal;
-	if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+	if (port && tu_parse_port(PROG, port, 1, &o->port) < 0)
 		return -1;
-	sa.sa_handler = SIG_IGN;
-	return sigaction(SIGPIPE, &sa, NULL);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -683,25 +523,21 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rc = 1;
-	if (install_signals() < 0) {
-		fprintf(stderr, PROG ": sigaction: %s\n", strerror(errno));
+	if (tu_install_signals(PROG) < 0)
 		goto out;
-	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		fprintf(stderr, PROG ": out of memory\n");
 		goto out;
 	}
 	s->mode = opt.mode;
-	s->lfd = open_listener(opt.port, &port);
+	s->lfd = tu_open_listener(PROG, opt.port, 64, &port);
 	if (s->lfd < 0)
 		goto out;
-	if (opt.port_file && write_port_file(opt.port_file, port) < 0)
+	if (tu_publish_port(PROG, opt.port_file, port) < 0)
 		goto out;
-	printf("%u\n", port);
-	fflush(stdout);
 
-	while (!stop_requested)
+	while (!tu_stop_requested)
 		if (serve_once(s) < 0)
 			goto out;
 	rc = 0;

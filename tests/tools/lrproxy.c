@@ -43,7 +43,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +58,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+
+#include "toolutil.h"
 
 #define PROG          "lrproxy"
 #define MAX_CONNS     1000
@@ -154,14 +155,6 @@ struct options {
 	const char *port_file, *control;
 };
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " --target PORT [--listen PORT] [--port-file FILE]"
@@ -174,15 +167,6 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -1;
-	return 0;
 }
 
 /* Relayed data is sent as soon as it is due; Nagle would add delays we
@@ -213,22 +197,6 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Append "WORD TEXT\n" to the log with one write(), so a test reading it
  * concurrently never sees half a line. */
 static void log_event(const struct proxy *p, const char *word, const char *text)
@@ -242,7 +210,7 @@ static void log_event(const struct proxy *p, const char *word, const char *text)
 		n = (int)sizeof(buf) - 1;
 		buf[n - 1] = '\n';
 	}
-	if (write_all(p->log_fd, buf, (size_t)n) < 0)
+	if (tu_write_all(p->log_fd, buf, (size_t)n) < 0)
 		fprintf(stderr, PROG ": writing the log: %s\n", strerror(errno));
 }
 
@@ -503,7 +471,7 @@ static void start_upstream(const struct proxy *p, struct conn *c)
 	struct sockaddr_in sa;
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	if (fd < 0 || set_nonblock(fd) < 0)
+	if (fd < 0 || tu_set_nonblock(fd) < 0)
 		goto fail;
 	set_nodelay(fd);
 	memset(&sa, 0, sizeof(sa));
@@ -840,7 +808,7 @@ static void accept_clients(struct proxy *p, int64_t now)
 			p->accept_after = now + ACCEPT_PAUSE;
 			return;
 		}
-		if (set_nonblock(fd) < 0) {
+		if (tu_set_nonblock(fd) < 0) {
 			fprintf(stderr, PROG ": fcntl: %s\n", strerror(errno));
 			close(fd);
 			continue;
@@ -1045,87 +1013,6 @@ static int serve_once(struct proxy *p)
 	return 0;
 }
 
-/* Bind and listen on 127.0.0.1:port and report the port actually bound
- * (the kernel's choice when port is 0).  Returns the socket or -1. */
-static int open_listener(unsigned port, unsigned *bound)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int one = 1;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0)
-		goto fail;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		goto fail;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		goto fail;
-	if (listen(fd, 128) < 0 || set_nonblock(fd) < 0)
-		goto fail;
-	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
-		goto fail;
-	*bound = ntohs(sa.sin_port);
-	return fd;
-fail:
-	fprintf(stderr, PROG ": listen on 127.0.0.1:%u: %s\n", port, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
-
-/* path + suffix in a new string, or NULL. */
-static char *with_suffix(const char *path, const char *suffix)
-{
-	size_t plen = strlen(path), slen = strlen(suffix);
-	char *s = malloc(plen + slen + 1);
-
-	if (s) {
-		memcpy(s, path, plen);
-		memcpy(s + plen, suffix, slen + 1);
-	}
-	return s;
-}
-
-/* Publish the port as "N\n" in path.  Written to path.tmp and renamed, so
- * a test polling for the file never reads it half-written. */
-static int write_port_file(const char *path, unsigned port)
-{
-	char line[16];
-	char *tmp = with_suffix(path, ".tmp");
-	int len = snprintf(line, sizeof(line), "%u\n", port);
-	int fd = -1, rc = -1;
-
-	if (!tmp)
-		goto out;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		goto out;
-	if (write_all(fd, line, (size_t)len) < 0)
-		goto out;
-	if (close(fd) < 0) {
-		fd = -1;
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0)
-		goto out;
-	rc = 0;
-out:
-	if (rc < 0) {
-		fprintf(stderr, PROG ": port file %s: %s\n", tmp ? tmp : path, strerror(errno));
-		if (tmp)
-			unlink(tmp);
-	}
-	if (fd >= 0)
-		close(fd);
-	free(tmp);
-	return rc;
-}
-
 /* Create the control FIFO unless it exists, open it for reading without
  * blocking, and open it once more for writing (never used) so that the
  * reader does not see end-of-file each time a test's writer closes.  Also
@@ -1133,7 +1020,7 @@ out:
 static int open_control(struct proxy *p, const char *path, int *created)
 {
 	struct stat st;
-	char *log = with_suffix(path, ".log");
+	char *log = tu_with_suffix(path, ".log");
 	const char *what = path;
 	int rc = -1;
 
@@ -1166,45 +1053,6 @@ out:
 	return rc;
 }
 
-/* If argv[*i] is option name, as "--name VALUE" or "--name=VALUE", store
- * its value and return 1 (stepping *i over a separate value); return 0 if
- * it is another argument and -1 if the value is missing. */
-static int match_opt(const char *name, int argc, char **argv, int *i, const char **val)
-{
-	size_t n = strlen(name);
-	const char *a = argv[*i];
-
-	if (strncmp(a, name, n) != 0)
-		return 0;
-	if (a[n] == '=') {
-		*val = a + n + 1;
-		return 1;
-	}
-	if (a[n] != '\0')
-		return 0;
-	if (*i + 1 >= argc)
-		return -1;
-	*val = argv[++*i];
-	return 1;
-}
-
-/* Parse a TCP port number (0 allowed when zero_ok).  Returns 0 or -1
- * after complaining. */
-static int parse_port(const char *s, int zero_ok, unsigned *port)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > 65535 || (v == 0 && !zero_ok)) {
-		fprintf(stderr, PROG ": bad port '%s'\n", s);
-		return -1;
-	}
-	*port = (unsigned)v;
-	return 0;
-}
-
 /* Fill o from the command line.  Returns 0, 1 for --help, or -1 after
  * complaining on stderr. */
 static int parse_args(int argc, char **argv, struct options *o)
@@ -1216,48 +1064,26 @@ static int parse_args(int argc, char **argv, struct options *o)
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
 			return 1;
-		if ((r = match_opt("--target", argc, argv, &i, &val)) > 0)
+		if ((r = tu_match_opt("--target", argc, argv, &i, &val)) > 0)
 			target = val;
-		else if (r == 0 && (r = match_opt("--listen", argc, argv, &i, &val)) > 0)
+		else if (r == 0 && (r = tu_match_opt("--listen", argc, argv, &i, &val)) > 0)
 			listen_port = val;
-		else if (r == 0 && (r = match_opt("--port-file", argc, argv, &i, &val)) > 0)
+		else if (r == 0 && (r = tu_match_opt("--port-file", argc, argv, &i, &val)) > 0)
 			o->port_file = val;
-		else if (r == 0 && (r = match_opt("--control", argc, argv, &i, &val)) > 0)
+		else if (r == 0 && (r = tu_match_opt("--control", argc, argv, &i, &val)) > 0)
 			o->control = val;
-		if (r < 0) {
-			fprintf(stderr, PROG ": %s needs a value\n", argv[i]);
-			return -1;
-		}
-		if (r == 0) {
-			fprintf(stderr, PROG ": unknown argument '%s'\n", argv[i]);
-			return -1;
-		}
+		if (r <= 0)
+			return tu_bad_arg(PROG, r, argv[i]);
 	}
 	if (!target || !o->control) {
 		fprintf(stderr, PROG ": --target and --control are required\n");
 		return -1;
 	}
-	if (parse_port(target, 0, &o->target) < 0)
+	if (tu_parse_port(PROG, target, 0, &o->target) < 0)
 		return -1;
-	if (listen_port && parse_port(listen_port, 1, &o->listen) < 0)
+	if (listen_port && tu_parse_port(PROG, listen_port, 1, &o->listen) < 0)
 		return -1;
 	return 0;
-}
-
-/* SIGTERM/SIGINT set the stop flag without SA_RESTART, so a blocked
- * poll() returns EINTR; SIGPIPE is ignored so a vanished peer shows up
- * as EPIPE instead of killing us. */
-static int install_signals(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = on_signal;
-	if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
-		return -1;
-	sa.sa_handler = SIG_IGN;
-	return sigaction(SIGPIPE, &sa, NULL);
 }
 
 /* Two descriptors per connection: lift the soft limit to the hard one so
@@ -1289,10 +1115,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rc = 1;
-	if (install_signals() < 0) {
-		fprintf(stderr, PROG ": sigaction: %s\n", strerror(errno));
+	if (tu_install_signals(PROG) < 0)
 		goto out;
-	}
 	raise_fd_limit();
 	p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -1308,15 +1132,13 @@ int main(int argc, char **argv)
 	}
 	if (open_control(p, opt.control, &created) < 0)
 		goto out;
-	p->lfd = open_listener(opt.listen, &port);
+	p->lfd = tu_open_listener(PROG, opt.listen, 128, &port);
 	if (p->lfd < 0)
 		goto out;
-	if (opt.port_file && write_port_file(opt.port_file, port) < 0)
+	if (tu_publish_port(PROG, opt.port_file, port) < 0)
 		goto out;
-	printf("%u\n", port);
-	fflush(stdout);
 
-	while (!stop_requested)
+	while (!tu_stop_requested)
 		if (serve_once(p) < 0)
 			goto out;
 	rc = 0;
