@@ -302,7 +302,8 @@ int main(int argc, char **argv)
 	rc = run(&c, argc, argv);
 	lr_db_destroy(c.db);
 	if (c.loop_ready) {
-		uv_run(&c.loop, UV_RUN_DEFAULT);
+		while (uv_run(&c.loop, UV_RUN_DEFAULT) != 0)
+			; /* a callback's uv_stop() may end a run early */
 		uv_loop_close(&c.loop);
 	}
 	lr_config_finish(&c.cfg);

@@ -103,6 +103,7 @@ static void on_idle_readable(uv_poll_t *h, int status, int events)
 	uv_poll_stop(h);
 	if (db->idle_fn)
 		db->idle_fn(db->idle_arg);
+	uv_stop(h->loop);
 }
 
 static void watch_idle(lr_db *db)
@@ -145,18 +146,21 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		db->fired |= MYSQL_WAIT_WRITE;
 	if (events & UV_PRIORITIZED)
 		db->fired |= MYSQL_WAIT_EXCEPT;
+	uv_stop(h->loop);
 }
 
 static void on_wait_timer(uv_timer_t *t)
 {
 	lr_db *db = t->data;
 	db->fired |= MYSQL_WAIT_TIMEOUT;
+	uv_stop(t->loop);
 }
 
 static void on_deadline(uv_timer_t *t)
 {
 	lr_db *db = t->data;
 	db->expired = true;
+	uv_stop(t->loop);
 }
 
 /* Arms the poll and timer for what the connector waits on. The socket is
@@ -209,6 +213,13 @@ static void shut_socket(lr_db *db)
 }
 
 /*
+ * A note on the loop: every callback that sets a flag one of our
+ * `while (!flag) uv_run(UV_RUN_ONCE)` loops waits on also calls uv_stop().
+ * libuv (1.44 at least) runs timers that are already due before it polls,
+ * then polls with no timeout if no timer is left: without uv_stop() the
+ * flag would be set but uv_run() would not return until something else
+ * happened, which might be never.
+ *
  * Runs one non-blocking operation to completion: waits for the events the
  * connector asks for by running the loop, then continues it. If the deadline
  * passes or the cancel flag is raised, the socket is shut down and the
@@ -419,6 +430,13 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 		lr_db_disconnect(db);
 		return false;
 	}
+	/* A server may accept logins before it serves queries (a Galera node
+	 * still joining answers 1047): find out now, while other hosts can
+	 * still be tried. One round trip. */
+	if (!lr_db_query(db, "SELECT 1")) {
+		lr_db_disconnect(db);
+		return false;
+	}
 	db->err = 0;
 	db->generation++;
 	watch_idle(db);
@@ -445,6 +463,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 		free(r);
 		return;
 	}
+	uv_stop(req->loop);
 	r->done = true;
 	r->status = status;
 	r->res = res;
@@ -740,7 +759,9 @@ bool lr_db_error_is_retryable(unsigned err)
 /* Errors that leave the connection unusable: drop it and reconnect. */
 bool lr_db_error_is_connection(unsigned err)
 {
+	/* 1047 is a Galera node that is up but not part of the cluster yet:
+	 * as useless as a dead one until it is, so try another. */
 	return (err >= CR_MIN_ERROR && err <= CR_MAX_ERROR) || err == LR_DB_ETIMEDOUT ||
-	       err == LR_DB_ECANCELED || err == LR_DB_ENOTCONN || err == ER_SERVER_SHUTDOWN ||
-	       err == ER_CONNECTION_KILLED;
+	       err == ER_UNKNOWN_COM_ERROR || err == LR_DB_ECANCELED || err == LR_DB_ENOTCONN ||
+	       err == ER_SERVER_SHUTDOWN || err == ER_CONNECTION_KILLED;
 }

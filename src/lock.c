@@ -219,6 +219,7 @@ static void on_timer(uv_timer_t *t)
 {
 	struct lr_lock *lk = t->data;
 	lk->timer_fired = true;
+	uv_stop(t->loop);
 }
 
 static bool canceled(const struct lr_lock *lk)

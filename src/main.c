@@ -79,6 +79,7 @@ static void on_beat(uv_timer_t *t)
 {
 	struct run *r = t->data;
 	r->renew_due = true;
+	uv_stop(t->loop);
 }
 
 /* The server is dropping our connection: check (and reconnect) now rather
@@ -181,6 +182,7 @@ static void on_deadline(uv_timer_t *t)
 		lease_lost(r, "not renewed in time", false);
 	else /* the loop's clock stood still during a suspend: look again */
 		uv_timer_start(t, on_deadline, r->term_at_ms - boot_ms(), 0);
+	uv_stop(t->loop);
 }
 
 /*
@@ -524,7 +526,8 @@ static void cleanup(struct run *r)
 	if (r->loop_ready) {
 		uv_close((uv_handle_t *)r->beat, free_handle);
 		uv_close((uv_handle_t *)r->deadline, free_handle);
-		uv_run(r->loop, UV_RUN_DEFAULT);
+		while (uv_run(r->loop, UV_RUN_DEFAULT) != 0)
+			; /* a callback's uv_stop() may end a run early */
 		uv_loop_close(r->loop);
 	} else {
 		free(r->beat);

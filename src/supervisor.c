@@ -89,6 +89,7 @@ static void on_sigchld(uv_signal_t *h, int signo)
 			uv_timer_stop(sup->kill_timer);
 		}
 	}
+	uv_stop(h->loop);
 }
 
 static void on_forward(uv_signal_t *h, int signo)
@@ -101,6 +102,7 @@ static void on_forward(uv_signal_t *h, int signo)
 	}
 	if (sup->on_signal)
 		sup->on_signal(signo, sup->arg);
+	uv_stop(h->loop);
 }
 
 static void on_kill_timer(uv_timer_t *t)
