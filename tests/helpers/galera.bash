@@ -80,6 +80,38 @@ lr_galera_wait_synced() {
 	return 1
 }
 
+# lr_galera_wait_cluster CDIR SIZE SECONDS N...: wait until every node N is
+# Synced in the same primary component of SIZE nodes (same configuration id),
+# seen in one round of queries. Unlike lr_galera_wait_synced this is not
+# fooled by a node just thawed from SIGSTOP, which still reports the
+# component it was in before it was evicted.
+lr_galera_wait_cluster() {
+	local cdir=$1 size=$2 secs=$3 i n st seen
+	shift 3
+	for ((i = 0; i < secs * 5; i++)); do
+		((i == 0)) || sleep 0.2
+		seen=
+		for n; do
+			st=$(lr_galera_sql "$cdir" "$n" "SELECT
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+				 WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT'),
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+				 WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE'),
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+				 WHERE VARIABLE_NAME = 'WSREP_CLUSTER_CONF_ID')" 2>/dev/null | tr '\t' ' ')
+			[[ $st == "Synced $size "* ]] || continue 2
+			[[ -z $seen || $seen == "${st##* }" ]] || continue 2
+			seen=${st##* }
+		done
+		return 0
+	done
+	_lr_say "nodes $* of $cdir are not all Synced in one cluster of $size after ${secs}s"
+	for n; do
+		_lr_say "node $n: $(lr_galera_state "$cdir" "$n")"
+	done
+	return 1
+}
+
 # The mariadbd arguments of node N (after server.bash's own).
 _lr_galera_args() {
 	local cdir=$1 n=$2 i addr members=
@@ -166,10 +198,14 @@ lr_galera_start() {
 	} >"$cdir/cluster.env"
 
 	# Data dirs, created in parallel. A joiner's is replaced by the SST, but
-	# mariadbd wants a valid one to start with.
+	# mariadbd wants a valid one to start with. Each bootstrap server gets
+	# its own tmpdir: three at once in /tmp once failed with "Could not
+	# remove temporary table: '/tmp/#sql-temptable-...'".
 	local -a pids=()
+	local inst
 	for ((n = 1; n <= LR_GALERA_NODES; n++)); do
-		lr_server_init "$(lr_galera_node "$cdir" "$n")" 3>&- &
+		inst=$(lr_galera_node "$cdir" "$n")
+		lr_server_init "$inst" --tmpdir="$inst" 3>&- &
 		pids+=($!)
 	done
 	local rc=0
@@ -180,9 +216,7 @@ lr_galera_start() {
 	for ((n = 2; n <= LR_GALERA_NODES; n++)); do
 		lr_galera_node_start "$cdir" "$n" || return 1
 	done
-	for ((n = 1; n <= LR_GALERA_NODES; n++)); do
-		lr_galera_wait_synced "$cdir" "$n" "$LR_GALERA_NODES" 30 || return 1
-	done
+	lr_galera_wait_cluster "$cdir" "$LR_GALERA_NODES" 30 1 2 3 || return 1
 
 	# Database and account, once: CREATE DATABASE, CREATE USER and GRANT
 	# replicate to every node (DDL, under total order isolation).
@@ -265,7 +299,25 @@ lr_galera_pause() { lr_server_pause "$(lr_galera_node "$1" "$2")"; }
 lr_galera_resume() { lr_server_resume "$(lr_galera_node "$1" "$2")"; }
 lr_galera_running() { lr_server_running "$(lr_galera_node "$1" "$2")"; }
 
+# A node restarted from inside a bats test must not inherit bats's pipes
+# (server.bash closes only fd 3): bats, and a `bats | tee` around it, would
+# wait for the node to exit. So every fd above 2 is closed in a subshell.
 lr_galera_restart() {
-	local cdir=$1 n=$2
-	lr_galera_node_start "$cdir" "$n"
+	(
+		lr_galera_close_fds
+		lr_galera_node_start "$1" "$2"
+	)
+}
+
+# lr_galera_close_fds: close every fd above 2 of the current shell; for
+# background helpers of a bats test, so that a straggler cannot hold bats's
+# pipes open (`cmd 3>&- &` closes only fd 3).
+lr_galera_close_fds() {
+	local fd
+	for fd in /proc/"$BASHPID"/fd/*; do
+		fd=${fd##*/}
+		if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2 && fd != 255)); then
+			eval "exec $fd>&-" 2>/dev/null || true
+		fi
+	done
 }
