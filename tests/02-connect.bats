@@ -154,3 +154,11 @@ fake() {
 	assert_failure 69
 	assert_output --partial "Access denied"
 }
+
+@test "TLS asked for but not offered by the server: refused, never plain text" {
+	fake old
+	conf_with "port=$fake_port" "ssl_ca=$LR_TLS/ca.pem"
+	run "$LOCKRUN" -c "$conf" -s any -- true
+	assert_failure 69
+	assert_output "lockrun: cannot connect to 127.0.0.1:$fake_port: TLS is required (ssl_ca, ssl_cert or ssl_verify_server_cert) but the server did not offer it"
+}
