@@ -334,11 +334,6 @@ const volatile bool *lr_sup_done_flag(const lr_sup *sup)
 	return &sup->done;
 }
 
-pid_t lr_sup_pid(const lr_sup *sup)
-{
-	return sup->pid;
-}
-
 struct lr_sup_status lr_sup_status(const lr_sup *sup)
 {
 	struct lr_sup_status s = {0};

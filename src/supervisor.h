@@ -30,7 +30,6 @@ int lr_sup_spawn(lr_sup *sup, char *const argv[], char *const extra_env[], char 
                  size_t errlen);
 bool lr_sup_done(const lr_sup *sup);
 const volatile bool *lr_sup_done_flag(const lr_sup *sup);
-pid_t lr_sup_pid(const lr_sup *sup);
 struct lr_sup_status lr_sup_status(const lr_sup *sup);
 void lr_sup_terminate(lr_sup *sup, unsigned kill_after_ms);
 void lr_sup_kill_group(lr_sup *sup);
