@@ -99,3 +99,14 @@ alive() { kill -0 "$1" 2>/dev/null; }
 	assert_success
 	assert_output --partial "Usage: lockrunctl"
 }
+
+@test "on a terminal, the command's process group is the foreground group" {
+	command -v script >/dev/null || skip "script(1) is not installed"
+	# script(1) gives lockrun a pseudo-terminal; the command runs in its
+	# own process group, which must own that terminal to read from it.
+	run script -qec "$LOCKRUN -x ttyfg -- sh -c 'ps -o pgid=,tpgid= -p \$\$'" /dev/null
+	assert_success
+	local pgid tpgid
+	read -r pgid tpgid <<<"${output//$'\r'/}"
+	[[ -n $pgid && $pgid == "$tpgid" ]] || fail "process group $pgid, terminal's $tpgid"
+}
