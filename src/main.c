@@ -227,9 +227,10 @@ static void lease_lost(struct run *r, const char *why, bool confirmed)
 		}
 		return;
 	}
+	/* Act first, log after: stderr may be a pipe nobody reads. */
 	r->lost = true;
-	lr_log_error("lock lost (%s); stopping the command", why);
 	lr_sup_terminate(r->sup, (unsigned)llround(r->kill_after * 1000));
+	lr_log_error("lock lost (%s); stopping the command", why);
 }
 
 /*

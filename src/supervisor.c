@@ -105,14 +105,16 @@ static void on_forward(uv_signal_t *h, int signo)
 	uv_stop(h->loop);
 }
 
+/* The grace after SIGTERM is over. Kills first and logs after: a log
+ * line must never delay the kill. */
 static void on_kill_timer(uv_timer_t *t)
 {
 	lr_sup *sup = t->data;
 
 	if (sup->pid && !sup->done) {
-		lr_log_warn("child did not stop in time; sending SIGKILL to process group %ld",
-		            (long)sup->pid);
 		kill(-sup->pid, SIGKILL);
+		lr_log_warn("child did not stop in time; sent SIGKILL to process group %ld",
+		            (long)sup->pid);
 	}
 }
 
