@@ -16,6 +16,7 @@
 
 #include <uv.h>
 
+#include "btimer.h"
 #include "cli.h"
 #include "config.h"
 #include "db.h"
@@ -45,7 +46,7 @@ struct run {
 	int stop_signal;
 	volatile bool child_done;
 	uv_timer_t *beat;
-	uv_timer_t *deadline; /* fires at term_at_ms even while a renewal hangs */
+	lr_btimer *deadline; /* fires at term_at_ms even while a renewal hangs */
 	bool renew_due;
 	double ttl, kill_after;
 	uint64_t term_at_ms; /* boottime: stop the child if not renewed by then */
@@ -53,16 +54,6 @@ struct run {
 	bool warned;         /* --on-lost=ignore: told that the lease may be gone */
 	bool loop_ready;
 };
-
-/* CLOCK_BOOTTIME: monotonic, and unlike CLOCK_MONOTONIC it keeps counting
- * while the machine is suspended, during which the lease runs out too. */
-static uint64_t boot_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void on_signal(int signo, void *arg)
 {
@@ -174,15 +165,21 @@ static void free_env(char **env)
 
 static void lease_lost(struct run *r, const char *why, bool confirmed);
 
-static void on_deadline(uv_timer_t *t)
+/*
+ * The lease deadline, on CLOCK_BOOTTIME: it fires on time while the loop's
+ * own (CLOCK_MONOTONIC) timers are late, and at once after a resume from
+ * suspend, during which the lease ran on at the server but the monotonic
+ * clock stood still. The check is a guard only: an absolute boottime timer
+ * does not fire early.
+ */
+static void on_deadline(void *arg)
 {
-	struct run *r = t->data;
+	struct run *r = arg;
 
-	if (boot_ms() >= r->term_at_ms)
+	if (lr_btimer_now_ms() >= r->term_at_ms)
 		lease_lost(r, "not renewed in time", false);
-	else /* the loop's clock stood still during a suspend: look again */
-		uv_timer_start(t, on_deadline, r->term_at_ms - boot_ms(), 0);
-	uv_stop(t->loop);
+	else if (!lr_btimer_arm(r->deadline, r->term_at_ms))
+		lease_lost(r, "cannot arm the deadline timer", false);
 }
 
 /*
@@ -193,7 +190,6 @@ static void on_deadline(uv_timer_t *t)
  */
 static void lease_renewed(struct run *r, uint64_t t0)
 {
-	uint64_t now = boot_ms();
 	bool kill = r->cfg.lock.on_lost == LR_ON_LOST_KILL;
 
 	/* With --on-lost=ignore nothing is stopped: the deadline only says
@@ -201,7 +197,9 @@ static void lease_renewed(struct run *r, uint64_t t0)
 	r->term_at_ms = t0 + (kill ? term_offset_ms(r->ttl, r->kill_after)
 	                           : (uint64_t)(r->ttl * (1.0 - CLOCK_RATE_ERROR) * 1000.0));
 	r->warned = false;
-	uv_timer_start(r->deadline, on_deadline, r->term_at_ms > now ? r->term_at_ms - now : 0, 0);
+	/* Without a deadline nothing would stop the child in time. */
+	if (!lr_btimer_arm(r->deadline, r->term_at_ms))
+		lease_lost(r, "cannot arm the deadline timer", false);
 }
 
 /*
@@ -242,7 +240,7 @@ static void lease_lost(struct run *r, const char *why, bool confirmed)
 static void supervise(struct run *r)
 {
 	unsigned interval = (unsigned)llround(r->ttl * 1000.0 / 3.0);
-	uint64_t first = r->lock.valid_from_ms + interval, now = boot_ms();
+	uint64_t first = r->lock.valid_from_ms + interval, now = lr_btimer_now_ms();
 
 	/* The first renewal is due an interval after the lease began, not
 	 * after the command started. */
@@ -256,12 +254,12 @@ static void supervise(struct run *r)
 		uv_run(r->loop, UV_RUN_ONCE);
 		if (lr_sup_done(r->sup))
 			break;
-		if (!r->lost && !r->warned && boot_ms() >= r->term_at_ms) {
+		if (!r->lost && !r->warned && lr_btimer_now_ms() >= r->term_at_ms) {
 			lease_lost(r, "not renewed in time", false);
 			continue;
 		}
 		if (r->renew_due && !r->lost) {
-			uint64_t t0 = boot_ms();
+			uint64_t t0 = lr_btimer_now_ms();
 			bool gone = false;
 			r->renew_due = false;
 			if (lr_lock_renew(&r->lock, &gone) && !gone) {
@@ -281,7 +279,7 @@ static void supervise(struct run *r)
 	}
 	lr_db_set_idle_watch(r->db, NULL, NULL);
 	uv_timer_stop(r->beat);
-	uv_timer_stop(r->deadline);
+	lr_btimer_disarm(r->deadline);
 	lr_db_set_op_timeout(r->db, 0);
 }
 
@@ -408,7 +406,8 @@ static int run_locked(struct run *r)
 	}
 	lease_renewed(r, r->lock.valid_from_ms);
 	lr_log_info("acquired grant %llu", (unsigned long long)r->lock.grant_id);
-	if (r->cfg.lock.on_lost == LR_ON_LOST_KILL && boot_ms() >= r->term_at_ms) {
+	if (r->cfg.lock.on_lost == LR_ON_LOST_KILL &&
+	    (r->lost || lr_btimer_now_ms() >= r->term_at_ms)) {
 		/* Granted, but so slowly that the lease could be over before the
 		 * command even started: do not start it. */
 		lr_log_error("lock lost (the lease ran out before the command could start)");
@@ -498,16 +497,18 @@ static int run(struct run *r, int argc, char **argv)
 	}
 	r->loop = malloc(sizeof(*r->loop));
 	r->beat = malloc(sizeof(*r->beat));
-	r->deadline = malloc(sizeof(*r->deadline));
-	if (!r->loop || !r->beat || !r->deadline || uv_loop_init(r->loop) != 0) {
+	if (!r->loop || !r->beat || uv_loop_init(r->loop) != 0) {
 		lr_log_error("cannot set up the event loop");
 		return LR_EXIT_OSERR;
 	}
 	uv_timer_init(r->loop, r->beat);
 	r->beat->data = r;
-	uv_timer_init(r->loop, r->deadline);
-	r->deadline->data = r;
 	r->loop_ready = true;
+	r->deadline = lr_btimer_create(r->loop, on_deadline, r);
+	if (!r->deadline) {
+		lr_log_error("cannot set up the lease deadline timer: %s", strerror(errno));
+		return LR_EXIT_OSERR;
+	}
 	r->sup = lr_sup_create(r->loop, on_signal, r);
 	r->db = lr_db_create(r->loop, &r->cfg.db);
 	if (!r->sup || !r->db) {
@@ -526,13 +527,12 @@ static void cleanup(struct run *r)
 	lr_sup_destroy(r->sup);
 	if (r->loop_ready) {
 		uv_close((uv_handle_t *)r->beat, free_handle);
-		uv_close((uv_handle_t *)r->deadline, free_handle);
+		lr_btimer_destroy(r->deadline);
 		while (uv_run(r->loop, UV_RUN_DEFAULT) != 0)
 			; /* a callback's uv_stop() may end a run early */
 		uv_loop_close(r->loop);
 	} else {
 		free(r->beat);
-		free(r->deadline);
 	}
 	free(r->loop);
 	lr_cli_finish(&r->cli);
