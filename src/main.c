@@ -434,6 +434,12 @@ static int run_locked(struct run *r)
 		lr_lock_release(&r->lock, LR_END_SPAWN_FAILED, 0);
 		goto out;
 	}
+	/* The exec is confirmed, but a slow PATH lookup or fork, or a freeze
+	 * since the check above, may have taken it past the deadline: then
+	 * stop the command now, before it does anything, not on some later
+	 * turn of the loop. */
+	if (lr_btimer_now_ms() >= r->term_at_ms)
+		lease_lost(r, "the lease ran out while the command was starting", false);
 	/* From here a renewal in flight is abandoned as soon as the child is
 	 * gone: the release that follows matters more. */
 	lr_lock_set_cancel(&r->lock, lr_sup_done_flag(r->sup));
