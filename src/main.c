@@ -294,7 +294,57 @@ static int exit_status_of(struct run *r)
 	return st.code;
 }
 
-static bool merge_options(struct run *r, char *err, size_t errlen)
+/* The option that asks for an item of this kind. */
+static const char *kind_option(enum lr_kind k)
+{
+	switch (k) {
+	case LR_KIND_SEMAPHORE:
+		return "-s";
+	case LR_KIND_MUTEX:
+		return "-x";
+	case LR_KIND_READ:
+		return "--read";
+	case LR_KIND_WRITE:
+		return "--write";
+	case LR_KIND_KEY:
+		return "--id";
+	default:
+		return "--named";
+	}
+}
+
+/*
+ * A request that queues for a table resource and also needs a named lock
+ * can reach the head of the queue while the named lock is held by some
+ * application that lockrun knows nothing of: it then holds back everyone
+ * behind it although the resource is free. So --named may only go with
+ * table locks in a request that never waits (and so never queues); keys
+ * (--id) never queue and may always go with it. Returns false with a
+ * message naming the options when the request mixes them.
+ */
+static bool mixing_ok(const struct lr_cli *c, double wait, char *err, size_t errlen)
+{
+	const struct lr_item *named = NULL, *queued = NULL;
+
+	for (size_t i = 0; i < c->nitems; i++) {
+		if (c->items[i].kind == LR_KIND_NAMED)
+			named = named ? named : &c->items[i];
+		else if (c->items[i].kind != LR_KIND_KEY)
+			queued = queued ? queued : &c->items[i];
+	}
+	if (!named || !queued || wait == 0)
+		return true;
+	snprintf(err, errlen,
+	         "--named %s cannot be combined with %s %s in a request that waits: use -n "
+	         "or --wait 0, or take the named lock in a lockrun of its own",
+	         named->name, kind_option(queued->kind), queued->name);
+	return false;
+}
+
+/* Merges the command line into the configuration's defaults and checks the
+ * result. Returns 0, or the exit status (usage or configuration error)
+ * with a message in err that names the culprit. */
+static int merge_options(struct run *r, char *err, size_t errlen)
 {
 	struct lr_lock_defaults *d = &r->cfg.lock;
 	struct lr_cli *c = &r->cli;
@@ -314,15 +364,21 @@ static bool merge_options(struct run *r, char *err, size_t errlen)
 	r->ttl = d->ttl;
 	r->kill_after = d->kill_after;
 	if (d->on_lost == LR_ON_LOST_KILL && !term_offset_ms(r->ttl, r->kill_after)) {
+		/* Blame the command line if it set either value, else the file. */
+		bool from_cli = c->ttl >= 0 || c->kill_after >= 0;
+		bool file = !from_cli && r->cfg.path;
 		snprintf(err, errlen,
-		         "ttl %g with kill-after %g cannot be safe: the command could outlive "
+		         "%s%sttl %g with kill-after %g cannot be safe: the command could outlive "
 		         "its lease; use a ttl of at least %.0f s or a shorter kill-after",
-		         r->ttl, r->kill_after,
+		         file ? r->cfg.path : "", file ? ": " : "", r->ttl, r->kill_after,
 		         ceil((r->kill_after + KILL_MARGIN_MS / 1000.0) /
 		              (1.0 / 3.0 - CLOCK_RATE_ERROR)));
-		return false;
+		return from_cli ? LR_EXIT_USAGE : LR_EXIT_CONFIG;
 	}
-	return true;
+	/* The items are always the command line's. */
+	if (!mixing_ok(c, d->wait, err, errlen))
+		return LR_EXIT_USAGE;
+	return 0;
 }
 
 static void owner_of(struct lr_owner *o, char *host, size_t hostlen, char *cmd)
@@ -491,15 +547,10 @@ static int run(struct run *r, int argc, char **argv)
 		lr_log_error("%s", r->cfg.err);
 		return LR_EXIT_CONFIG;
 	}
-	if (!merge_options(r, err, sizeof(err))) {
-		/* Blame the command line if it set either value, else the file. */
-		bool from_cli = r->cli.ttl >= 0 || r->cli.kill_after >= 0;
-		lr_log_error("%s%s%s",
-		             from_cli      ? ""
-		             : r->cfg.path ? r->cfg.path
-		                           : "",
-		             from_cli || !r->cfg.path ? "" : ": ", err);
-		return from_cli ? LR_EXIT_USAGE : LR_EXIT_CONFIG;
+	rc = merge_options(r, err, sizeof(err));
+	if (rc != 0) {
+		lr_log_error("%s", err);
+		return rc;
 	}
 	r->loop = malloc(sizeof(*r->loop));
 	r->beat = malloc(sizeof(*r->beat));
