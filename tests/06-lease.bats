@@ -70,11 +70,18 @@ gone() {
 	timeout 1 cat /dev/zero >&"$fd" || true
 	# lockrun's stderr is the stalled pipe. The command's is not: the
 	# shell's own "Terminated" would hang in it and keep its trap from
-	# recording the stop (it is SIGKILLed in time all the same).
-	"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x stalled -- sh -c "exec 2>/dev/null; $(loop_cmd A)" 3>&- 2>"$err" &
+	# recording the stop (it is SIGKILLed in time all the same). But
+	# first it notes the flags of the stderr it inherited.
+	"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x stalled -- \
+		sh -c "awk '/^flags:/ { print \$2 }' /proc/\$\$/fdinfo/2 >$rec.flags; exec 2>/dev/null; $(loop_cmd A)" 3>&- 2>"$err" &
 	local a=$!
 	pids+=("$a")
 	lr_wait_for grep -q "enter A" "$rec"
+	# lockrun's own writes never block, yet the command's stderr must
+	# still block: O_NONBLOCK on the shared file would break its writes.
+	local flags
+	flags=$(cat "$rec.flags")
+	(((8#$flags & 8#4000) == 0)) || fail "the command's stderr is O_NONBLOCK (flags $flags)"
 	# lockrun has something to say now: "cannot renew the lease".
 	pctl blackhole on
 	run "$LOCKRUN" -w 15 -x stalled -- sh -c "$(rec_cmd "$rec" B)"
