@@ -1,18 +1,161 @@
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Most time spent at exit trying to report dropped lines. */
+#define EXIT_REPORT_MS 200
 
 static const char *prog_name = "lockrun";
 static enum lr_log_level cur_level = LR_LOG_NORMAL;
 static char status_line[256]; /* shown on a terminal; "" when none */
 
+/*
+ * How a line reaches stderr without ever blocking. stderr is usually shared
+ * with the command, and a stderr nobody reads (a full pipe, a stalled
+ * journald stream, a terminal stopped with ^S) must not stop us from
+ * stopping the command when its lease runs out.
+ *
+ * O_NONBLOCK cannot go on fd 2 itself: it is a flag of the open file
+ * description, which the command shares, and its own writes would fail
+ * with EAGAIN. So:
+ *  - a pipe, FIFO or terminal is reopened through /proc/self/fd/2, which
+ *    gives us an open file description of our own to set O_NONBLOCK on;
+ *  - a socket (journald's stream) cannot be reopened that way, but send()
+ *    takes MSG_DONTWAIT per call;
+ *  - a regular file (or block device) never blocks for long: fd 2 as is;
+ *  - anything else we cannot reopen gets a poll() with no timeout before
+ *    each write, best effort.
+ * A writer thread with a queue was the alternative; it would need locking
+ * and still drop lines once its queue is full, for nothing this does not do.
+ */
+enum out_mode { OUT_UNSET, OUT_NONE, OUT_FD, OUT_OWN_FD, OUT_SOCKET, OUT_POLL };
+static enum out_mode out_mode = OUT_UNSET;
+static int out_fd = -1;
+static bool out_tty;
+static unsigned long dropped; /* lines not written since the last report */
+
+static void report_at_exit(void);
+
+/* Picks the way to write stderr (see above). Called once, from the first
+ * lr_log_init; costs an fstat and maybe an open and an fcntl. */
+static void setup_output(void)
+{
+	struct stat st;
+	int fd;
+
+	if (out_mode != OUT_UNSET)
+		return;
+	out_mode = OUT_NONE;
+	if (fstat(STDERR_FILENO, &st) != 0)
+		return;
+	out_tty = isatty(STDERR_FILENO);
+	out_fd = STDERR_FILENO;
+	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
+		out_mode = OUT_FD;
+	} else if (S_ISSOCK(st.st_mode)) {
+		out_mode = OUT_SOCKET;
+	} else {
+		fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (fd >= 0) {
+			out_fd = fd;
+			out_mode = OUT_OWN_FD;
+		} else {
+			out_mode = OUT_POLL;
+		}
+	}
+	atexit(report_at_exit);
+}
+
+/* Writes buf in one call, or not at all if that could block. Returns
+ * whether all of it went out. A short write (only ever past PIPE_BUF, or
+ * on a terminal or socket) counts as a failure: the rest would block. */
+static bool put(const char *buf, size_t len)
+{
+	ssize_t n;
+	struct pollfd p;
+
+	switch (out_mode) {
+	case OUT_SOCKET:
+		do
+			n = send(out_fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		break;
+	case OUT_POLL:
+		p.fd = out_fd;
+		p.events = POLLOUT;
+		if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+			return false;
+		/* fall through */
+	case OUT_FD:
+	case OUT_OWN_FD:
+		do
+			n = write(out_fd, buf, len);
+		while (n < 0 && errno == EINTR);
+		break;
+	default:
+		return false;
+	}
+	return n == (ssize_t)len;
+}
+
+/* Appends the count of dropped lines, if any, as a line of its own. */
+static size_t drop_note(char *buf, size_t size)
+{
+	int n;
+
+	if (!dropped)
+		return 0;
+	n = snprintf(buf, size, "%s: warning: %lu log line%s dropped (stderr was not writable)\n",
+	             prog_name, dropped, dropped == 1 ? "" : "s");
+	return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
+/* Writes what buf holds (the drop note first, if pending) in one write,
+ * so lines of processes sharing a stderr never interleave mid-line. */
+static void send_line(char *buf, size_t len, bool has_note)
+{
+	if (put(buf, len)) {
+		if (has_note)
+			dropped = 0;
+		return;
+	}
+	dropped++;
+}
+
+/* At exit, tells how many lines were dropped, waiting at most
+ * EXIT_REPORT_MS for stderr to take it: never hangs on a stderr that is
+ * never read. */
+static void report_at_exit(void)
+{
+	char buf[256];
+	size_t n = drop_note(buf, sizeof(buf));
+	struct pollfd p = {.fd = out_fd, .events = POLLOUT};
+
+	if (!n || out_fd < 0)
+		return;
+	if (out_mode != OUT_FD && poll(&p, 1, EXIT_REPORT_MS) != 1)
+		return;
+	if (out_mode == OUT_POLL)
+		out_mode = OUT_OWN_FD; /* polled already */
+	put(buf, n);
+}
+
 void lr_log_init(const char *prog, enum lr_log_level level)
 {
 	prog_name = prog;
 	cur_level = level;
+	setup_output();
 }
 
 enum lr_log_level lr_log_level(void)
@@ -20,43 +163,61 @@ enum lr_log_level lr_log_level(void)
 	return cur_level;
 }
 
-/* One message is one fprintf of a whole line, so lines of concurrent
- * processes sharing a stderr do not interleave mid-line. */
 static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 
+/* Formats one message into one buffer (a pending drop note and the erasing
+ * of a status line included) and writes it with one non-blocking write.
+ * Messages are capped well under PIPE_BUF, so a pipe takes all of a line
+ * or none of it. */
 static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_list ap)
 {
-	char msg[2048];
+	char buf[PIPE_BUF], msg[2048];
+	size_t n, note;
+	int k;
 
 	if (cur_level < need)
 		return;
+	setup_output();
+	n = 0;
 	if (status_line[0]) {
-		fputs("\r\033[K", stderr);
+		n = (size_t)snprintf(buf, sizeof(buf), "\r\033[K");
 		status_line[0] = '\0';
 	}
+	note = drop_note(buf + n, sizeof(buf) - n);
+	n += note;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	fprintf(stderr, "%s: %s%s\n", prog_name, tag, msg);
+	k = snprintf(buf + n, sizeof(buf) - n, "%s: %s%s\n", prog_name, tag, msg);
+	if (k < 0)
+		return;
+	n = (size_t)k < sizeof(buf) - n ? n + (size_t)k : sizeof(buf) - 1;
+	buf[n - 1] = '\n';
+	send_line(buf, n, note > 0);
 }
 
 /* A live status line for -v on a terminal, rewritten in place when it
  * changes; NULL clears it. Elsewhere (a log file, a pipe) it prints
- * nothing: the one-off messages say what a log needs. */
+ * nothing: the one-off messages say what a log needs. Never blocks either
+ * (a terminal stopped with ^S): a line that cannot be shown is dropped. */
 void lr_log_status(const char *line)
 {
-	if (cur_level < LR_LOG_VERBOSE || !isatty(STDERR_FILENO))
+	char buf[sizeof(status_line) + 64];
+	int n;
+
+	if (cur_level < LR_LOG_VERBOSE || !out_tty)
 		return;
 	if (!line) {
-		if (status_line[0])
-			fputs("\r\033[K", stderr);
+		if (status_line[0] && !put("\r\033[K", 3))
+			dropped++;
 		status_line[0] = '\0';
 		return;
 	}
 	if (strcmp(line, status_line) == 0)
 		return;
 	snprintf(status_line, sizeof(status_line), "%s", line);
-	fprintf(stderr, "\r\033[K%s: %s", prog_name, status_line);
-	fflush(stderr);
+	n = snprintf(buf, sizeof(buf), "\r\033[K%s: %s", prog_name, status_line);
+	if (n > 0 && !put(buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1))
+		dropped++;
 }
 
 void lr_log_error(const char *fmt, ...)

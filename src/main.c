@@ -16,6 +16,7 @@
 
 #include <uv.h>
 
+#include "btimer.h"
 #include "cli.h"
 #include "config.h"
 #include "db.h"
@@ -45,7 +46,7 @@ struct run {
 	int stop_signal;
 	volatile bool child_done;
 	uv_timer_t *beat;
-	uv_timer_t *deadline; /* fires at term_at_ms even while a renewal hangs */
+	lr_btimer *deadline; /* fires at term_at_ms even while a renewal hangs */
 	bool renew_due;
 	double ttl, kill_after;
 	uint64_t term_at_ms; /* boottime: stop the child if not renewed by then */
@@ -53,16 +54,6 @@ struct run {
 	bool warned;         /* --on-lost=ignore: told that the lease may be gone */
 	bool loop_ready;
 };
-
-/* CLOCK_BOOTTIME: monotonic, and unlike CLOCK_MONOTONIC it keeps counting
- * while the machine is suspended, during which the lease runs out too. */
-static uint64_t boot_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void on_signal(int signo, void *arg)
 {
@@ -174,15 +165,21 @@ static void free_env(char **env)
 
 static void lease_lost(struct run *r, const char *why, bool confirmed);
 
-static void on_deadline(uv_timer_t *t)
+/*
+ * The lease deadline, on CLOCK_BOOTTIME: it fires on time while the loop's
+ * own (CLOCK_MONOTONIC) timers are late, and at once after a resume from
+ * suspend, during which the lease ran on at the server but the monotonic
+ * clock stood still. The check is a guard only: an absolute boottime timer
+ * does not fire early.
+ */
+static void on_deadline(void *arg)
 {
-	struct run *r = t->data;
+	struct run *r = arg;
 
-	if (boot_ms() >= r->term_at_ms)
+	if (lr_btimer_now_ms() >= r->term_at_ms)
 		lease_lost(r, "not renewed in time", false);
-	else /* the loop's clock stood still during a suspend: look again */
-		uv_timer_start(t, on_deadline, r->term_at_ms - boot_ms(), 0);
-	uv_stop(t->loop);
+	else if (!lr_btimer_arm(r->deadline, r->term_at_ms))
+		lease_lost(r, "cannot arm the deadline timer", false);
 }
 
 /*
@@ -193,7 +190,6 @@ static void on_deadline(uv_timer_t *t)
  */
 static void lease_renewed(struct run *r, uint64_t t0)
 {
-	uint64_t now = boot_ms();
 	bool kill = r->cfg.lock.on_lost == LR_ON_LOST_KILL;
 
 	/* With --on-lost=ignore nothing is stopped: the deadline only says
@@ -201,7 +197,9 @@ static void lease_renewed(struct run *r, uint64_t t0)
 	r->term_at_ms = t0 + (kill ? term_offset_ms(r->ttl, r->kill_after)
 	                           : (uint64_t)(r->ttl * (1.0 - CLOCK_RATE_ERROR) * 1000.0));
 	r->warned = false;
-	uv_timer_start(r->deadline, on_deadline, r->term_at_ms > now ? r->term_at_ms - now : 0, 0);
+	/* Without a deadline nothing would stop the child in time. */
+	if (!lr_btimer_arm(r->deadline, r->term_at_ms))
+		lease_lost(r, "cannot arm the deadline timer", false);
 }
 
 /*
@@ -227,9 +225,10 @@ static void lease_lost(struct run *r, const char *why, bool confirmed)
 		}
 		return;
 	}
+	/* Act first, log after: stderr may be a pipe nobody reads. */
 	r->lost = true;
-	lr_log_error("lock lost (%s); stopping the command", why);
 	lr_sup_terminate(r->sup, (unsigned)llround(r->kill_after * 1000));
+	lr_log_error("lock lost (%s); stopping the command", why);
 }
 
 /*
@@ -241,7 +240,7 @@ static void lease_lost(struct run *r, const char *why, bool confirmed)
 static void supervise(struct run *r)
 {
 	unsigned interval = (unsigned)llround(r->ttl * 1000.0 / 3.0);
-	uint64_t first = r->lock.valid_from_ms + interval, now = boot_ms();
+	uint64_t first = r->lock.valid_from_ms + interval, now = lr_btimer_now_ms();
 
 	/* The first renewal is due an interval after the lease began, not
 	 * after the command started. */
@@ -255,12 +254,12 @@ static void supervise(struct run *r)
 		uv_run(r->loop, UV_RUN_ONCE);
 		if (lr_sup_done(r->sup))
 			break;
-		if (!r->lost && !r->warned && boot_ms() >= r->term_at_ms) {
+		if (!r->lost && !r->warned && lr_btimer_now_ms() >= r->term_at_ms) {
 			lease_lost(r, "not renewed in time", false);
 			continue;
 		}
 		if (r->renew_due && !r->lost) {
-			uint64_t t0 = boot_ms();
+			uint64_t t0 = lr_btimer_now_ms();
 			bool gone = false;
 			r->renew_due = false;
 			if (lr_lock_renew(&r->lock, &gone) && !gone) {
@@ -280,7 +279,7 @@ static void supervise(struct run *r)
 	}
 	lr_db_set_idle_watch(r->db, NULL, NULL);
 	uv_timer_stop(r->beat);
-	uv_timer_stop(r->deadline);
+	lr_btimer_disarm(r->deadline);
 	lr_db_set_op_timeout(r->db, 0);
 }
 
@@ -295,7 +294,57 @@ static int exit_status_of(struct run *r)
 	return st.code;
 }
 
-static bool merge_options(struct run *r, char *err, size_t errlen)
+/* The option that asks for an item of this kind. */
+static const char *kind_option(enum lr_kind k)
+{
+	switch (k) {
+	case LR_KIND_SEMAPHORE:
+		return "-s";
+	case LR_KIND_MUTEX:
+		return "-x";
+	case LR_KIND_READ:
+		return "--read";
+	case LR_KIND_WRITE:
+		return "--write";
+	case LR_KIND_KEY:
+		return "--id";
+	default:
+		return "--named";
+	}
+}
+
+/*
+ * A request that queues for a table resource and also needs a named lock
+ * can reach the head of the queue while the named lock is held by some
+ * application that lockrun knows nothing of: it then holds back everyone
+ * behind it although the resource is free. So --named may only go with
+ * table locks in a request that never waits (and so never queues); keys
+ * (--id) never queue and may always go with it. Returns false with a
+ * message naming the options when the request mixes them.
+ */
+static bool mixing_ok(const struct lr_cli *c, double wait, char *err, size_t errlen)
+{
+	const struct lr_item *named = NULL, *queued = NULL;
+
+	for (size_t i = 0; i < c->nitems; i++) {
+		if (c->items[i].kind == LR_KIND_NAMED)
+			named = named ? named : &c->items[i];
+		else if (c->items[i].kind != LR_KIND_KEY)
+			queued = queued ? queued : &c->items[i];
+	}
+	if (!named || !queued || wait == 0)
+		return true;
+	snprintf(err, errlen,
+	         "--named %s cannot be combined with %s %s in a request that waits: use -n "
+	         "or --wait 0, or take the named lock in a lockrun of its own",
+	         named->name, kind_option(queued->kind), queued->name);
+	return false;
+}
+
+/* Merges the command line into the configuration's defaults and checks the
+ * result. Returns 0, or the exit status (usage or configuration error)
+ * with a message in err that names the culprit. */
+static int merge_options(struct run *r, char *err, size_t errlen)
 {
 	struct lr_lock_defaults *d = &r->cfg.lock;
 	struct lr_cli *c = &r->cli;
@@ -315,15 +364,21 @@ static bool merge_options(struct run *r, char *err, size_t errlen)
 	r->ttl = d->ttl;
 	r->kill_after = d->kill_after;
 	if (d->on_lost == LR_ON_LOST_KILL && !term_offset_ms(r->ttl, r->kill_after)) {
+		/* Blame the command line if it set either value, else the file. */
+		bool from_cli = c->ttl >= 0 || c->kill_after >= 0;
+		bool file = !from_cli && r->cfg.path;
 		snprintf(err, errlen,
-		         "ttl %g with kill-after %g cannot be safe: the command could outlive "
+		         "%s%sttl %g with kill-after %g cannot be safe: the command could outlive "
 		         "its lease; use a ttl of at least %.0f s or a shorter kill-after",
-		         r->ttl, r->kill_after,
+		         file ? r->cfg.path : "", file ? ": " : "", r->ttl, r->kill_after,
 		         ceil((r->kill_after + KILL_MARGIN_MS / 1000.0) /
 		              (1.0 / 3.0 - CLOCK_RATE_ERROR)));
-		return false;
+		return from_cli ? LR_EXIT_USAGE : LR_EXIT_CONFIG;
 	}
-	return true;
+	/* The items are always the command line's. */
+	if (!mixing_ok(c, d->wait, err, errlen))
+		return LR_EXIT_USAGE;
+	return 0;
 }
 
 static void owner_of(struct lr_owner *o, char *host, size_t hostlen, char *cmd)
@@ -407,7 +462,8 @@ static int run_locked(struct run *r)
 	}
 	lease_renewed(r, r->lock.valid_from_ms);
 	lr_log_info("acquired grant %llu", (unsigned long long)r->lock.grant_id);
-	if (r->cfg.lock.on_lost == LR_ON_LOST_KILL && boot_ms() >= r->term_at_ms) {
+	if (r->cfg.lock.on_lost == LR_ON_LOST_KILL &&
+	    (r->lost || lr_btimer_now_ms() >= r->term_at_ms)) {
 		/* Granted, but so slowly that the lease could be over before the
 		 * command even started: do not start it. */
 		lr_log_error("lock lost (the lease ran out before the command could start)");
@@ -434,6 +490,12 @@ static int run_locked(struct run *r)
 		lr_lock_release(&r->lock, LR_END_SPAWN_FAILED, 0);
 		goto out;
 	}
+	/* The exec is confirmed, but a slow PATH lookup or fork, or a freeze
+	 * since the check above, may have taken it past the deadline: then
+	 * stop the command now, before it does anything, not on some later
+	 * turn of the loop. */
+	if (lr_btimer_now_ms() >= r->term_at_ms)
+		lease_lost(r, "the lease ran out while the command was starting", false);
 	/* From here a renewal in flight is abandoned as soon as the child is
 	 * gone: the release that follows matters more. */
 	lr_lock_set_cancel(&r->lock, lr_sup_done_flag(r->sup));
@@ -485,28 +547,25 @@ static int run(struct run *r, int argc, char **argv)
 		lr_log_error("%s", r->cfg.err);
 		return LR_EXIT_CONFIG;
 	}
-	if (!merge_options(r, err, sizeof(err))) {
-		/* Blame the command line if it set either value, else the file. */
-		bool from_cli = r->cli.ttl >= 0 || r->cli.kill_after >= 0;
-		lr_log_error("%s%s%s",
-		             from_cli      ? ""
-		             : r->cfg.path ? r->cfg.path
-		                           : "",
-		             from_cli || !r->cfg.path ? "" : ": ", err);
-		return from_cli ? LR_EXIT_USAGE : LR_EXIT_CONFIG;
+	rc = merge_options(r, err, sizeof(err));
+	if (rc != 0) {
+		lr_log_error("%s", err);
+		return rc;
 	}
 	r->loop = malloc(sizeof(*r->loop));
 	r->beat = malloc(sizeof(*r->beat));
-	r->deadline = malloc(sizeof(*r->deadline));
-	if (!r->loop || !r->beat || !r->deadline || uv_loop_init(r->loop) != 0) {
+	if (!r->loop || !r->beat || uv_loop_init(r->loop) != 0) {
 		lr_log_error("cannot set up the event loop");
 		return LR_EXIT_OSERR;
 	}
 	uv_timer_init(r->loop, r->beat);
 	r->beat->data = r;
-	uv_timer_init(r->loop, r->deadline);
-	r->deadline->data = r;
 	r->loop_ready = true;
+	r->deadline = lr_btimer_create(r->loop, on_deadline, r);
+	if (!r->deadline) {
+		lr_log_error("cannot set up the lease deadline timer: %s", strerror(errno));
+		return LR_EXIT_OSERR;
+	}
 	r->sup = lr_sup_create(r->loop, on_signal, r);
 	r->db = lr_db_create(r->loop, &r->cfg.db);
 	if (!r->sup || !r->db) {
@@ -525,13 +584,12 @@ static void cleanup(struct run *r)
 	lr_sup_destroy(r->sup);
 	if (r->loop_ready) {
 		uv_close((uv_handle_t *)r->beat, free_handle);
-		uv_close((uv_handle_t *)r->deadline, free_handle);
+		lr_btimer_destroy(r->deadline);
 		while (uv_run(r->loop, UV_RUN_DEFAULT) != 0)
 			; /* a callback's uv_stop() may end a run early */
 		uv_loop_close(r->loop);
 	} else {
 		free(r->beat);
-		free(r->deadline);
 	}
 	free(r->loop);
 	lr_cli_finish(&r->cli);

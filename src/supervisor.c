@@ -12,6 +12,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "btimer.h"
 #include "exitcodes.h"
 #include "log.h"
 
@@ -27,8 +28,8 @@ struct lr_sup {
 	void *arg;
 	uv_signal_t *sigs[NFORWARDED];
 	uv_signal_t *sigchld;
-	uv_timer_t *kill_timer;
-	pid_t pid; /* 0 before spawn; also the child's process group id */
+	lr_btimer *kill_timer; /* on CLOCK_BOOTTIME: a suspend must not postpone SIGKILL */
+	pid_t pid;             /* 0 before spawn; also the child's process group id */
 	volatile bool done;
 	bool took_tty;
 	int wstatus;
@@ -86,7 +87,7 @@ static void on_sigchld(uv_signal_t *h, int signo)
 		} else if (WIFEXITED(st) || WIFSIGNALED(st)) {
 			sup->wstatus = st;
 			sup->done = true;
-			uv_timer_stop(sup->kill_timer);
+			lr_btimer_disarm(sup->kill_timer);
 		}
 	}
 	uv_stop(h->loop);
@@ -105,14 +106,16 @@ static void on_forward(uv_signal_t *h, int signo)
 	uv_stop(h->loop);
 }
 
-static void on_kill_timer(uv_timer_t *t)
+/* The grace after SIGTERM is over. Kills first and logs after: a log
+ * line must never delay the kill. */
+static void on_kill_timer(void *arg)
 {
-	lr_sup *sup = t->data;
+	lr_sup *sup = arg;
 
 	if (sup->pid && !sup->done) {
-		lr_log_warn("child did not stop in time; sending SIGKILL to process group %ld",
-		            (long)sup->pid);
 		kill(-sup->pid, SIGKILL);
+		lr_log_warn("child did not stop in time; sent SIGKILL to process group %ld",
+		            (long)sup->pid);
 	}
 }
 
@@ -142,11 +145,9 @@ lr_sup *lr_sup_create(uv_loop_t *loop, lr_sup_signal_fn on_signal, void *arg)
 	uv_signal_init(loop, sup->sigchld);
 	sup->sigchld->data = sup;
 	uv_signal_start(sup->sigchld, on_sigchld, SIGCHLD);
-	sup->kill_timer = malloc(sizeof(*sup->kill_timer));
+	sup->kill_timer = lr_btimer_create(loop, on_kill_timer, sup);
 	if (!sup->kill_timer)
 		goto fail;
-	uv_timer_init(loop, sup->kill_timer);
-	sup->kill_timer->data = sup;
 	return sup;
 fail:
 	lr_sup_destroy(sup);
@@ -163,8 +164,7 @@ void lr_sup_destroy(lr_sup *sup)
 			uv_close((uv_handle_t *)sup->sigs[i], free_handle);
 	if (sup->sigchld)
 		uv_close((uv_handle_t *)sup->sigchld, free_handle);
-	if (sup->kill_timer)
-		uv_close((uv_handle_t *)sup->kill_timer, free_handle);
+	lr_btimer_destroy(sup->kill_timer);
 	if (sup->took_tty) /* or the shell would be left behind a dead group */
 		give_tty(getpgrp());
 	free(sup);
@@ -358,8 +358,9 @@ void lr_sup_terminate(lr_sup *sup, unsigned kill_after_ms)
 		return;
 	kill(-sup->pid, SIGTERM);
 	kill(-sup->pid, SIGCONT); /* a stopped group would never see the SIGTERM */
-	if (!uv_is_active((uv_handle_t *)sup->kill_timer))
-		uv_timer_start(sup->kill_timer, on_kill_timer, kill_after_ms, 0);
+	if (!lr_btimer_armed(sup->kill_timer) &&
+	    !lr_btimer_arm(sup->kill_timer, lr_btimer_now_ms() + kill_after_ms))
+		kill(-sup->pid, SIGKILL); /* no timer: no grace either */
 }
 
 /* Kills whatever is left of the child's process group (grandchildren that

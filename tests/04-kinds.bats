@@ -203,8 +203,9 @@ note() {
 	run "$LOCKRUN" --read dup --write dup -- true
 	assert_failure 64
 	assert_output "lockrun: 'dup' is named more than once"
-	run "$LOCKRUN" -x dup2 --named dup2 -- true
+	run "$LOCKRUN" -n -x dup2 --named dup2 -- true
 	assert_failure 64
+	assert_output "lockrun: 'dup2' is named more than once"
 	assert_equal "$(holds)" 0
 }
 
@@ -283,7 +284,7 @@ print("waiters", *[(w["pid"], w["permits"]) for w in r["waiters"]])' "$output"
 	run "$LOCKRUN" --named nenv -- sh -c 'echo "${LOCKRUN_FENCE-unset}|$LOCKRUN_FENCES|${LOCKRUN_LEASE-unset}"'
 	assert_success
 	assert_output "unset||unset"
-	run "$LOCKRUN" --named nenv -x menv -- sh -c 'echo "$LOCKRUN_FENCE|$LOCKRUN_FENCES"'
+	run "$LOCKRUN" -n --named nenv -x menv -- sh -c 'echo "$LOCKRUN_FENCE|$LOCKRUN_FENCES"'
 	assert_success
 	assert_output "1|menv=1"
 }

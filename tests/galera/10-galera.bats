@@ -407,7 +407,7 @@ teardown() {
 	done
 	# Mixed with a table lock, too: all or nothing.
 	ctl set g1 1
-	run -64 "$LOCKRUN" -c "$LR_GALERA/node2.conf" -s g1 --named x -- touch "$mark"
+	run -64 "$LOCKRUN" -c "$LR_GALERA/node2.conf" -n -s g1 --named x -- touch "$mark"
 	assert_output --partial "Galera node"
 	assert [ ! -e "$mark" ]
 	assert_equal "$(holds_everywhere)" "$(printf '1 0\n2 0\n3 0')"

@@ -1,0 +1,236 @@
+#!/usr/bin/env bats
+#
+# The lease deadline is kept whatever else stalls: a stderr nobody reads,
+# the loop's own clock standing still (a suspend), a slow start of the
+# command. And requests that could hold back a free resource's queue are
+# refused. Judged from the children's own records, the lock log, exit
+# statuses and stderr.
+
+load helpers/common
+load helpers/records
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_records
+	pids=()
+}
+
+teardown() {
+	# Whatever a failed test left behind: lockrun first (its command dies
+	# with it), then the proxy.
+	rm -f "$BATS_TEST_TMPDIR/freeze"
+	local p
+	for p in "${pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
+}
+
+# A command that records enter (with its token), runs until SIGTERM, and
+# records leave when it gets it.
+loop_cmd() {
+	local name=$1
+	printf 'flock %q sh -c "echo enter %s \\$LOCKRUN_FENCE >>%q"; trap "flock %q sh -c \\"echo leave %s >>%q\\"; exit 0" TERM; while :; do sleep 0.05; done' \
+		"$rec.lk" "$name" "$rec" "$rec.lk" "$name" "$rec"
+}
+
+# proxy: lrproxy in front of the suite's server; sets fifo (its control
+# FIFO) and pconf (a config that goes through it).
+proxy() {
+	fifo=$BATS_TEST_TMPDIR/ctl
+	"$LR_TOOLS/lrproxy" --target "$LR_PORT" --port-file "$BATS_TEST_TMPDIR/proxy.port" \
+		--control "$fifo" >/dev/null 3>&- &
+	proxy_pid=$!
+	lr_wait_for test -s "$BATS_TEST_TMPDIR/proxy.port"
+	pconf=$BATS_TEST_TMPDIR/proxy.conf
+	sed "s/^port = .*/port = $(cat "$BATS_TEST_TMPDIR/proxy.port")/" "$LR_DB/lockrun.conf" >"$pconf"
+	printf 'connect_timeout = 1\n' >>"$pconf"
+	chmod 600 "$pconf"
+}
+
+# pctl COMMAND: tell the proxy, and wait until it has done it.
+pctl() {
+	echo "$*" >"$fifo"
+	lr_wait_for grep -qx "ok $*" "$fifo.log"
+}
+
+# gone PID: true once process PID has exited.
+gone() {
+	! kill -0 "$1" 2>/dev/null
+}
+
+@test "a stderr nobody reads: the command is stopped before another holder's starts, and lockrun exits 76" {
+	proxy
+	local err=$BATS_TEST_TMPDIR/err fd
+	mkfifo "$err"
+	# Held open for reading and writing, never read, and filled up: from
+	# now on every blocking write to it hangs.
+	exec {fd}<>"$err"
+	timeout 1 cat /dev/zero >&"$fd" || true
+	# lockrun's stderr is the stalled pipe. The command's is not: the
+	# shell's own "Terminated" would hang in it and keep its trap from
+	# recording the stop (it is SIGKILLed in time all the same). But
+	# first it notes the flags of the stderr it inherited.
+	"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x stalled -- \
+		sh -c "awk '/^flags:/ { print \$2 }' /proc/\$\$/fdinfo/2 >$rec.flags; exec 2>/dev/null; $(loop_cmd A)" 3>&- 2>"$err" &
+	local a=$!
+	pids+=("$a")
+	lr_wait_for grep -q "enter A" "$rec"
+	# lockrun's own writes never block, yet the command's stderr must
+	# still block: O_NONBLOCK on the shared file would break its writes.
+	local flags
+	flags=$(cat "$rec.flags")
+	(((8#$flags & 8#4000) == 0)) || fail "the command's stderr is O_NONBLOCK (flags $flags)"
+	# lockrun has something to say now: "cannot renew the lease".
+	pctl blackhole on
+	run "$LOCKRUN" -w 15 -x stalled -- sh -c "$(rec_cmd "$rec" B)"
+	assert_success
+	run awk '{ print $1, $2 }' "$rec"
+	assert_output "$(printf 'enter A\nleave A\nenter B\nleave B')"
+	# The stderr is still never read: lockrun must not hang on it at exit.
+	pctl reset
+	lr_wait_for -t 15 gone "$a"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+	exec {fd}>&-
+}
+
+@test "log lines that do not fit are dropped, counted, and the count is reported once stderr drains" {
+	local err=$BATS_TEST_TMPDIR/err fd out=$BATS_TEST_TMPDIR/out
+	mkfifo "$err"
+	exec {fd}<>"$err"
+	# The command fills the pipe and blocks in it; with -v lockrun has a
+	# line to write at every renewal (ttl 3: every second).
+	"$LOCKRUN" -v --ttl 3 --kill-after 0.5 -x drops -- \
+		sh -c "head -c 70000 /dev/zero >&2; $(loop_cmd A)" 3>&- 2>"$err" &
+	local a=$!
+	pids+=("$a")
+	lr_wait_eq 1 holds drops
+	sleep 2.5
+	# Drain: the command goes on, and so do renewals and their lines.
+	timeout 1 cat <&"$fd" | tr -d '\0' >"$out" || true
+	lr_wait_for grep -q "enter A" "$rec"
+	sleep 1.5
+	timeout 1 cat <&"$fd" | tr -d '\0' >>"$out" || true
+	kill -TERM "$a"
+	wait "$a" || true
+	exec {fd}>&-
+	run cat "$out"
+	assert_output --regexp "lockrun: warning: [0-9]+ log lines? dropped \(stderr was not writable\)"
+	assert_output --partial "renewed grant"
+}
+
+@test "the deadline fires on time while the loop's own clock stands still (a suspend)" {
+	proxy
+	local freeze=$BATS_TEST_TMPDIR/freeze
+	LD_PRELOAD=$LR_TOOLS/lrclock.so LR_CLOCK_FREEZE=$freeze \
+		"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x suspended -- sh -c "$(loop_cmd A)" 3>&- 2>/dev/null &
+	local a=$!
+	pids+=("$a")
+	lr_wait_for grep -q "enter A" "$rec"
+	# From now on libuv's timers never come due; the lease runs out at
+	# the server all the same.
+	touch "$freeze"
+	pctl blackhole on
+	run "$LOCKRUN" -w 15 -x suspended -- sh -c "$(rec_cmd "$rec" B)"
+	assert_success
+	run awk '{ print $1, $2 }' "$rec"
+	assert_output "$(printf 'enter A\nleave A\nenter B\nleave B')"
+	# "Resume": lockrun finishes its release and exits.
+	rm -f "$freeze"
+	pctl reset
+	lr_wait_for -t 20 gone "$a"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+}
+
+@test "the shim really stops the loop's clock: without the cut, renewals stop and the deadline ends the run" {
+	local freeze=$BATS_TEST_TMPDIR/freeze log=$BATS_TEST_TMPDIR/log
+	LD_PRELOAD=$LR_TOOLS/lrclock.so LR_CLOCK_FREEZE=$freeze \
+		"$LOCKRUN" -v --ttl 3 --kill-after 0.5 -x frozenloop -- sh -c "$(loop_cmd A)" 3>&- 2>"$log" &
+	local a=$!
+	pids+=("$a")
+	lr_wait_for grep -q "enter A" "$rec"
+	touch "$freeze"
+	# No beat comes due, so nothing is renewed: the boottime deadline
+	# stops the command within the lease.
+	lr_wait_for -t 5 grep -q "leave A" "$rec"
+	rm -f "$freeze"
+	lr_wait_for -t 20 gone "$a"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+	run cat "$log"
+	assert_output --partial "lock lost (not renewed in time)"
+}
+
+@test "a command whose start took past the deadline is stopped at once: exit 76, lost in the lock log" {
+	# Every fork takes 3.5 s: the lease (ttl 3) is over by the time the
+	# command runs. It would note "work" after a short sleep; it must get
+	# SIGTERM first.
+	run env LD_PRELOAD="$LR_TOOLS/lrclock.so" LR_CLOCK_FORK_DELAY=3500 \
+		"$LOCKRUN" --ttl 3 --kill-after 0.5 -x latestart -- \
+		sh -c "trap 'echo term >>$rec; exit 0' TERM; sleep 0.5; echo work >>$rec"
+	assert_failure 76
+	assert_output --partial "lock lost"
+	# SIGTERM may come before the shell has even set its trap.
+	run cat "$rec"
+	refute_output --partial work
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" lost
+	assert_equal "$(holds latestart)" 0
+}
+
+# no_rows: nothing was written to the lock tables.
+no_rows() {
+	assert_equal "$(sql "SELECT (SELECT COUNT(*) FROM lr_grants) + (SELECT COUNT(*) FROM lr_waiters) + (SELECT COUNT(*) FROM lr_resources) + (SELECT COUNT(*) FROM lr_holds)")" 0
+}
+
+@test "--named with a table lock that could queue is refused before connecting (exit 64); a request that cannot wait is not" {
+	ctl set sem9 2
+	reset_db
+	# A database that is not there: the refusal comes first.
+	local conf=$BATS_TEST_TMPDIR/nowhere.conf
+	sed "s/^port = .*/port = $(lr_free_port)/" "$LR_DB/lockrun.conf" >"$conf"
+	chmod 600 "$conf"
+	local opt
+	for opt in "-x m9" "-s sem9:1" "--read r9" "--write w9"; do
+		# shellcheck disable=SC2086 # word splitting wanted
+		run -64 "$LOCKRUN" -c "$conf" --named n9 $opt -- touch "$rec.ran"
+		assert_output "lockrun: --named n9 cannot be combined with ${opt%%:*} in a request that waits: use -n or --wait 0, or take the named lock in a lockrun of its own"
+		# shellcheck disable=SC2086
+		run -64 "$LOCKRUN" -w 5 $opt --named n9 -- touch "$rec.ran"
+		assert_output --partial "--named n9 cannot be combined with ${opt%%:*}"
+	done
+	# Against the real database too: nothing is written anywhere.
+	run -64 "$LOCKRUN" --named n9 -x m9 -- touch "$rec.ran"
+	assert [ ! -e "$rec.ran" ]
+	no_rows
+	# A wait of 0 from the configuration file counts as well.
+	local wconf=$BATS_TEST_TMPDIR/wait.conf
+	cp "$LOCKRUN_CONFIG" "$wconf"
+	printf '[lock]\nwait = 0\n' >>"$wconf"
+	chmod 600 "$wconf"
+	run "$LOCKRUN" -c "$wconf" --named n9 -x m9 -- echo ran
+	assert_success
+	assert_output ran
+	# So does one from the command line; and --id never queues.
+	run "$LOCKRUN" -n --named n9 -x m9 -- echo ran
+	assert_success
+	assert_output ran
+	run "$LOCKRUN" --wait 0 --named n9 --write w9 -- echo ran
+	assert_success
+	assert_output ran
+	run "$LOCKRUN" --named n9 --id k9 -- echo ran
+	assert_success
+	assert_output ran
+	# And still all or nothing: the named lock busy, the mutex is not kept.
+	"$LOCKRUN" --named n9 -- sleep 1 3>&- &
+	lr_wait_eq 1 sql "SELECT IS_USED_LOCK('n9') IS NOT NULL"
+	run -75 "$LOCKRUN" -n --named n9 -x m9 -- true
+	assert_equal "$(holds m9)" 0
+	assert_equal "$(waiters)" 0
+	wait
+}

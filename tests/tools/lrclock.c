@@ -1,0 +1,108 @@
+/*
+ * lrclock.so - an LD_PRELOAD shim that shows lockrun what a suspend looks
+ * like, and slows its fork. Test helper only, never installed.
+ *
+ *   LR_CLOCK_FREEZE=FILE     while FILE exists, CLOCK_MONOTONIC (and its
+ *                            _COARSE and _RAW kin) stand still; once FILE
+ *                            is gone they run on from where they stood.
+ *                            CLOCK_BOOTTIME and CLOCK_REALTIME are left
+ *                            alone. That is what a process sees across a
+ *                            suspend: libuv's timers (on CLOCK_MONOTONIC)
+ *                            fall behind while boottime runs on.
+ *   LR_CLOCK_FORK_DELAY=MS   every fork() first sleeps MS milliseconds: a
+ *                            slow start of the command.
+ *
+ * The constructor removes LD_PRELOAD and these variables from the
+ * environment, so the command lockrun runs does not inherit the shim.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NCLOCKS 16
+
+typedef int (*gettime_fn)(clockid_t, struct timespec *);
+typedef pid_t (*fork_fn)(void);
+
+static char *freeze_file;
+static long fork_delay_ms;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Per clock: whether it stands still, its real reading when it stopped,
+ * and how much time it has lost to standing still so far. */
+static struct {
+	bool frozen;
+	int64_t stopped_at;
+	int64_t lost;
+} st[NCLOCKS];
+
+__attribute__((constructor)) static void lrclock_init(void)
+{
+	const char *f = getenv("LR_CLOCK_FREEZE");
+	const char *d = getenv("LR_CLOCK_FORK_DELAY");
+
+	if (f && *f)
+		freeze_file = strdup(f);
+	if (d)
+		fork_delay_ms = strtol(d, NULL, 10);
+	unsetenv("LR_CLOCK_FREEZE");
+	unsetenv("LR_CLOCK_FORK_DELAY");
+	unsetenv("LD_PRELOAD");
+}
+
+static bool is_monotonic(clockid_t id)
+{
+	return id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_COARSE || id == CLOCK_MONOTONIC_RAW;
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	static gettime_fn real;
+	int64_t now, shown;
+	int rc;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "clock_gettime"); /* POSIX's idiom */
+	rc = real(id, ts);
+	if (rc != 0 || !freeze_file || !is_monotonic(id) || id < 0 || id >= NCLOCKS)
+		return rc;
+	now = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+	pthread_mutex_lock(&mu);
+	if (access(freeze_file, F_OK) == 0) {
+		if (!st[id].frozen) {
+			st[id].frozen = true;
+			st[id].stopped_at = now;
+		}
+		shown = st[id].stopped_at - st[id].lost;
+	} else {
+		if (st[id].frozen) {
+			st[id].frozen = false;
+			st[id].lost += now - st[id].stopped_at;
+		}
+		shown = now - st[id].lost;
+	}
+	pthread_mutex_unlock(&mu);
+	ts->tv_sec = (time_t)(shown / 1000000000);
+	ts->tv_nsec = (long)(shown % 1000000000);
+	return rc;
+}
+
+pid_t fork(void)
+{
+	static fork_fn real;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "fork");
+	if (fork_delay_ms > 0) {
+		struct timespec d = {fork_delay_ms / 1000, (fork_delay_ms % 1000) * 1000000};
+		while (nanosleep(&d, &d) != 0)
+			;
+	}
+	return real();
+}
