@@ -71,3 +71,96 @@ hostile_record='caf\xe9 line1\x0aline2 \x1b[31mred \xc2\x9b2J back\\slash caf'$'
 			FLOOR((1020 - CHAR_LENGTH('$args ')) / 4)), CHAR(92), '...')
 		FROM lr_grants")" "1	1"
 }
+
+# A live holder and a waiter whose every text field is hostile, written
+# straight into the tables as hex, the way a foreign or older client might.
+# Surrogates (ED A0 80) are the invalid UTF-8 that utf8mb4 still accepts.
+insert_hostile_rows() {
+	name=$'evil\e[2J"x'
+	host=$'web"01\\\n\e[2J\a'
+	user=$'ro\x7fot\t\xc2\x9b'
+	command=$'rm "/" \\ \e]0;pwned\a \xed\xa0\x80 caf\xc3\xa9 \xe2\x80\xae end\r\n'
+	request=$'r"\\\e[0m\n\x01}'
+	sql "INSERT INTO lr_resources (name, kind, capacity, fence, ticket)
+		VALUES (X'$(hexof "$name")', 'mutex', 1, 1, 1);
+	INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms, acquired_at)
+		VALUES (REPEAT('a', 32), X'$(hexof "$host")', 4242, X'$(hexof "$user")', 'x',
+		X'$(hexof "$command")', 60000, NOW(6));
+	INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
+		VALUES (X'$(hexof "$name")', LAST_INSERT_ID(), 1, 1, NOW(6) + INTERVAL 1 HOUR);
+	INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user, command,
+		since, expires_at) VALUES (X'$(hexof "$name")', 1, X'$(hexof "$request")', 1,
+		X'$(hexof "$host")', 4343, X'$(hexof "$user")', X'$(hexof "$command")', NOW(6),
+		NOW(6) + INTERVAL 1 HOUR)"
+	# Stored as written, so the test is about the output, not the input.
+	assert_equal "$(sql "SELECT LOWER(HEX(command)) FROM lr_waiters")" "$(hexof "$command")"
+}
+
+@test "status --json is valid JSON and gives back every hostile field" {
+	insert_hostile_rows
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --json >"$BATS_TEST_TMPDIR/out"
+	run python3 - "$BATS_TEST_TMPDIR/out" "$(hexof "$name")" "$(hexof "$host")" \
+		"$(hexof "$user")" "$(hexof "$command")" "$(hexof "$request")" <<-'EOF'
+		import json, sys
+		raw = open(sys.argv[1], "rb").read()
+		doc = json.loads(raw.decode("utf-8"))  # strict: invalid UTF-8 fails here
+		# Invalid sequences come back as U+FFFD, one per maximal subpart,
+		# exactly as Python's own decoder replaces them.
+		name, host, user, command, request = (
+		    bytes.fromhex(h).decode("utf-8", "replace") for h in sys.argv[2:7])
+		assert b"\x1b" not in raw and b"\n" not in raw[:-1], raw
+		r, = doc["resources"]
+		assert r["name"] == name, r["name"]
+		h, = r["holders"]
+		w, = r["waiters"]
+		for row in (h, w):
+		    assert row["host"] == host, row["host"]
+		    assert row["user"] == user, row["user"]
+		    assert row["command"] == command, row["command"]
+		assert command.count("\ufffd") == 3
+		assert w["request"] == request, w["request"]
+		assert (h["pid"], w["pid"]) == (4242, 4343)
+		print("ok")
+	EOF
+	assert_success
+	assert_output ok
+}
+
+@test "text status shows control characters escaped and keeps 80 columns" {
+	insert_hostile_rows
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status >"$BATS_TEST_TMPDIR/out"
+	run python3 - "$BATS_TEST_TMPDIR/out" <<-'EOF'
+		import sys
+		text = open(sys.argv[1], "rb").read().decode("utf-8")  # strict
+		hidden = [c for c in text if (ord(c) < 0x20 and c != "\n")
+		          or 0x7f <= ord(c) <= 0x9f or c in "\u2028\u2029\u061c\u200e\u200f"
+		          or 0x202a <= ord(c) <= 0x202e or 0x2066 <= ord(c) <= 0x2069]
+		assert not hidden, hidden
+		lines = text.splitlines()
+		assert len(lines) == 5, lines
+		for l in lines[1:]:
+		    assert len(l) <= 80, l
+		print(*lines, sep="\n")
+	EOF
+	assert_success
+	assert_line --index 0 --regexp '^evil\\x1b\[2J"x +mutex +held$'
+	assert_line --index 1 --regexp '^  holder web"01\\\\x0a\\x1b\[:4242 ro\\x7fot, token 1, lease [0-9]+s left$'
+	assert_line --index 2 --regexp '^    since .*  rm "/" \\ \\x1b\]0;pwned\\x07 \\xed\\xa0\\x80 caf'$'\xc3\xa9'' $'
+	assert_line --index 3 --regexp '^  waiter 1: web"01\\\\x0a\\x1b\[:4343 ro\\x7fot, 1 permit$'
+}
+
+@test "a live run's hostile command line: escaped in the text status, exact in JSON" {
+	"$LOCKRUN" -x live -- sh -c 'sleep 1.5' "${hostile_args[@]}" 3>&- &
+	lr_wait_eq 1 holds live
+	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status live
+	assert_success
+	assert_line --index 2 --regexp '^    since .*  sh -c sleep 1.5 caf\\xe9 line1\\x0aline2 \\x1b\[31mr$'
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --json live >"$BATS_TEST_TMPDIR/out"
+	run python3 -c '
+import json, sys
+r, = json.load(open(sys.argv[1], encoding="utf-8"))["resources"]
+print(r["holders"][0]["command"])' "$BATS_TEST_TMPDIR/out"
+	assert_success
+	assert_output "sh -c sleep 1.5 $hostile_record"
+	wait
+}
