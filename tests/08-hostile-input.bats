@@ -164,3 +164,19 @@ print(r["holders"][0]["command"])' "$BATS_TEST_TMPDIR/out"
 	assert_output "sh -c sleep 1.5 $hostile_record"
 	wait
 }
+
+# with_hostname BYTES CMD...: run CMD in a UTS namespace whose host name is
+# BYTES (the kernel takes any bytes; hostname(1) would refuse these).
+with_hostname() {
+	unshare --uts python3 -c 'import os, socket, sys
+socket.sethostname(os.fsencode(sys.argv[1]))
+os.execv(sys.argv[2], sys.argv[2:])' "$@"
+}
+
+@test "lockrunctl set on a host whose name is not UTF-8: done, and audited escaped" {
+	unshare --uts true 2>/dev/null || skip "no UTS namespaces here"
+	run with_hostname $'h\xe9\e[2J' "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" set hs 2
+	assert_success
+	assert_equal "$(sql "SELECT capacity FROM lr_resources WHERE name = 'hs'")" 2
+	assert_equal "$(sql "SELECT LOWER(HEX(host)) FROM lr_capacity_audit")" "$(hexof 'h\xe9\x1b[2J')"
+}
