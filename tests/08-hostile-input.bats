@@ -18,7 +18,16 @@ setup() {
 	printf '%s\n' '#!/bin/sh' \
 		'for a; do printf %s "$a" | od -An -tx1 | tr -d " \n"; echo; done >"${0%/*}/got"' \
 		>"$args"
-	chmod +x "$args"
+	# A holder that stays until the test opens the gate (touch "$go"),
+	# however slow the machine is.
+	go=$BATS_TEST_TMPDIR/go
+	printf '%s\n' '#!/bin/sh' 'while [ ! -e "${0%/*}/go" ]; do sleep 0.05; done' \
+		>"$BATS_TEST_TMPDIR/gate"
+	chmod +x "$args" "$BATS_TEST_TMPDIR/gate"
+}
+
+teardown() {
+	touch "$go" # no holder outlives its test
 }
 
 # hexof STRING: STRING's bytes as lowercase hex, no spaces.
@@ -47,12 +56,13 @@ hostile_record='caf\xe9 line1\x0aline2 \x1b[31mred \xc2\x9b2J back\\slash caf'$'
 }
 
 @test "a queued command line that is not UTF-8 is recorded escaped, then runs" {
-	"$LOCKRUN" -x q -- sleep 1.5 3>&- &
+	"$LOCKRUN" -x q -- "$BATS_TEST_TMPDIR/gate" 3>&- &
 	lr_wait_eq 1 holds q
 	"$LOCKRUN" -x q -- "$args" "${hostile_args[@]}" 3>&- &
 	local waiter=$!
 	lr_wait_eq 1 waiters q
 	assert_equal "$(stored_hex lr_waiters)" "$(hexof "$args $hostile_record")"
+	touch "$go"
 	wait "$waiter"
 	[[ -s $got ]] || fail "the queued command never ran"
 	wait
@@ -150,18 +160,19 @@ insert_hostile_rows() {
 }
 
 @test "a live run's hostile command line: escaped in the text status, exact in JSON" {
-	"$LOCKRUN" -x live -- sh -c 'sleep 1.5' "${hostile_args[@]}" 3>&- &
+	PATH=$BATS_TEST_TMPDIR:$PATH "$LOCKRUN" -x live -- gate "${hostile_args[@]}" 3>&- &
 	lr_wait_eq 1 holds live
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status live
 	assert_success
-	assert_line --index 2 --regexp '^    since .*  sh -c sleep 1.5 caf\\xe9 line1\\x0aline2 \\x1b\[31mr$'
+	assert_line --index 2 --regexp '^    since .*  gate caf\\xe9 line1\\x0aline2 \\x1b\[31mred \\xc2\\x9b$'
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --json live >"$BATS_TEST_TMPDIR/out"
 	run python3 -c '
 import json, sys
 r, = json.load(open(sys.argv[1], encoding="utf-8"))["resources"]
 print(r["holders"][0]["command"])' "$BATS_TEST_TMPDIR/out"
 	assert_success
-	assert_output "sh -c sleep 1.5 $hostile_record"
+	assert_output "gate $hostile_record"
+	touch "$go"
 	wait
 }
 
