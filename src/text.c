@@ -64,13 +64,28 @@ bool lr_text_hidden(uint32_t cp)
 	       (cp >= 0x2066 && cp <= 0x2069);
 }
 
+/* Whether a terminal gives cp two columns: the East Asian Wide and
+ * Fullwidth blocks (after Markus Kuhn's wcwidth), without asking the
+ * locale. Approximate; it errs towards two. */
+static bool wide(uint32_t cp)
+{
+	return (cp >= 0x1100 && cp <= 0x115f) || cp == 0x2329 || cp == 0x232a ||
+	       (cp >= 0x2e80 && cp <= 0xa4cf && cp != 0x303f) || (cp >= 0xac00 && cp <= 0xd7a3) ||
+	       (cp >= 0xf900 && cp <= 0xfaff) || (cp >= 0xfe10 && cp <= 0xfe19) ||
+	       (cp >= 0xfe30 && cp <= 0xfe6f) || (cp >= 0xff00 && cp <= 0xff60) ||
+	       (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1f64f) ||
+	       (cp >= 0x1f900 && cp <= 0x1f9ff) || (cp >= 0x20000 && cp <= 0x3fffd);
+}
+
 static const char hex[] = "0123456789abcdef";
 
 /*
  * Appends s[0..n) to sb escaped as text.h describes, writing at most
  * *budget characters (an escape is never split) and taking what it wrote
- * off *budget. Returns how many bytes of s it covered: n unless the budget
- * ran out. One pass, no system calls beyond the buffer's growth.
+ * off *budget. LR_TEXT_SHOW counts terminal columns instead: a wide
+ * character takes two. Returns how many bytes of s it covered: n unless
+ * the budget ran out. One pass, no system calls beyond the buffer's
+ * growth.
  */
 size_t lr_text_escape(struct lr_sb *sb, const char *s, size_t n, enum lr_text_mode mode,
                       size_t *budget)
@@ -83,10 +98,11 @@ size_t lr_text_escape(struct lr_sb *sb, const char *s, size_t n, enum lr_text_mo
 		size_t bytes = (size_t)(len < 0 ? -len : len);
 
 		if (len > 0 && !lr_text_hidden(cp) && !(cp == '\\' && mode == LR_TEXT_RECORD)) {
-			if (*budget < 1)
+			size_t cols = mode == LR_TEXT_SHOW && wide(cp) ? 2 : 1;
+			if (*budget < cols)
 				break;
 			lr_sb_add(sb, s + i, bytes);
-			*budget -= 1;
+			*budget -= cols;
 		} else if (len > 0 && cp == '\\') {
 			if (*budget < 2)
 				break;
@@ -135,14 +151,14 @@ char *lr_text_record(const char *s, size_t max_chars)
 	return out;
 }
 
-/* Appends s for a terminal (LR_TEXT_SHOW), at most max_chars characters;
- * returns how many it wrote, for padding a column. */
-size_t lr_text_show(struct lr_sb *sb, const char *s, size_t max_chars)
+/* Appends s for a terminal (LR_TEXT_SHOW), in at most max_cols columns;
+ * returns how many it took, for padding a column. */
+size_t lr_text_show(struct lr_sb *sb, const char *s, size_t max_cols)
 {
-	size_t budget = max_chars;
+	size_t budget = max_cols;
 
 	lr_text_escape(sb, s ? s : "", s ? strlen(s) : 0, LR_TEXT_SHOW, &budget);
-	return max_chars - budget;
+	return max_cols - budget;
 }
 
 /*

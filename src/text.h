@@ -27,6 +27,7 @@
  *   - LR_TEXT_SHOW: a backslash stays as it is. For people: text already
  *     escaped for the record shows unchanged, and a raw control byte
  *     shows as \xHH, though it then reads like the four characters.
+ *     Lengths are terminal columns: East Asian wide characters count two.
  * The result is valid UTF-8 without hidden characters.
  *
  * JSON (lr_text_json): a string literal that is valid UTF-8 and valid
@@ -54,7 +55,7 @@ bool lr_text_hidden(uint32_t cp);
 size_t lr_text_escape(struct lr_sb *sb, const char *s, size_t n, enum lr_text_mode mode,
                       size_t *budget);
 char *lr_text_record(const char *s, size_t max_chars);
-size_t lr_text_show(struct lr_sb *sb, const char *s, size_t max_chars);
+size_t lr_text_show(struct lr_sb *sb, const char *s, size_t max_cols);
 void lr_text_json(struct lr_sb *sb, const char *s);
 
 #endif

@@ -91,6 +91,8 @@ insert_hostile_rows() {
 	user=$'ro\x7fot\t\xc2\x9b'
 	command=$'rm "/" \\ \e]0;pwned\a \xed\xa0\x80 caf\xc3\xa9 \xe2\x80\xae end\r\n'
 	request=$'r"\\\e[0m\n\x01}'
+	# The waiter's: wide characters, two columns each on a terminal.
+	wcommand=$(printf '\xe6\xbc\xa2%.0s' $(seq 30))$'\e[0m'
 	sql "INSERT INTO lr_resources (name, kind, capacity, fence, ticket)
 		VALUES (X'$(hexof "$name")', 'mutex', 1, 1, 1);
 	INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms, acquired_at)
@@ -100,24 +102,25 @@ insert_hostile_rows() {
 		VALUES (X'$(hexof "$name")', LAST_INSERT_ID(), 1, 1, NOW(6) + INTERVAL 1 HOUR);
 	INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user, command,
 		since, expires_at) VALUES (X'$(hexof "$name")', 1, X'$(hexof "$request")', 1,
-		X'$(hexof "$host")', 4343, X'$(hexof "$user")', X'$(hexof "$command")', NOW(6),
+		X'$(hexof "$host")', 4343, X'$(hexof "$user")', X'$(hexof "$wcommand")', NOW(6),
 		NOW(6) + INTERVAL 1 HOUR)"
 	# Stored as written, so the test is about the output, not the input.
-	assert_equal "$(sql "SELECT LOWER(HEX(command)) FROM lr_waiters")" "$(hexof "$command")"
+	assert_equal "$(sql "SELECT LOWER(HEX(command)) FROM lr_grants")" "$(hexof "$command")"
 }
 
 @test "status --json is valid JSON and gives back every hostile field" {
 	insert_hostile_rows
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --json >"$BATS_TEST_TMPDIR/out"
 	run python3 - "$BATS_TEST_TMPDIR/out" "$(hexof "$name")" "$(hexof "$host")" \
-		"$(hexof "$user")" "$(hexof "$command")" "$(hexof "$request")" <<-'EOF'
+		"$(hexof "$user")" "$(hexof "$command")" "$(hexof "$request")" \
+		"$(hexof "$wcommand")" <<-'EOF'
 		import json, sys
 		raw = open(sys.argv[1], "rb").read()
 		doc = json.loads(raw.decode("utf-8"))  # strict: invalid UTF-8 fails here
 		# Invalid sequences come back as U+FFFD, one per maximal subpart,
 		# exactly as Python's own decoder replaces them.
-		name, host, user, command, request = (
-		    bytes.fromhex(h).decode("utf-8", "replace") for h in sys.argv[2:7])
+		name, host, user, command, request, wcommand = (
+		    bytes.fromhex(h).decode("utf-8", "replace") for h in sys.argv[2:8])
 		assert b"\x1b" not in raw and b"\n" not in raw[:-1], raw
 		r, = doc["resources"]
 		assert r["name"] == name, r["name"]
@@ -126,7 +129,8 @@ insert_hostile_rows() {
 		for row in (h, w):
 		    assert row["host"] == host, row["host"]
 		    assert row["user"] == user, row["user"]
-		    assert row["command"] == command, row["command"]
+		assert h["command"] == command, h["command"]
+		assert w["command"] == wcommand, w["command"]
 		assert command.count("\ufffd") == 3
 		assert w["request"] == request, w["request"]
 		assert (h["pid"], w["pid"]) == (4242, 4343)
@@ -140,7 +144,7 @@ insert_hostile_rows() {
 	insert_hostile_rows
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status >"$BATS_TEST_TMPDIR/out"
 	run python3 - "$BATS_TEST_TMPDIR/out" <<-'EOF'
-		import sys
+		import sys, unicodedata
 		text = open(sys.argv[1], "rb").read().decode("utf-8")  # strict
 		hidden = [c for c in text if (ord(c) < 0x20 and c != "\n")
 		          or 0x7f <= ord(c) <= 0x9f or c in "\u2028\u2029\u061c\u200e\u200f"
@@ -149,7 +153,8 @@ insert_hostile_rows() {
 		lines = text.splitlines()
 		assert len(lines) == 5, lines
 		for l in lines[1:]:
-		    assert len(l) <= 80, l
+		    cols = sum(1 + (unicodedata.east_asian_width(c) in "WF") for c in l)
+		    assert cols <= 80, (cols, l)
 		print(*lines, sep="\n")
 	EOF
 	assert_success
@@ -157,6 +162,7 @@ insert_hostile_rows() {
 	assert_line --index 1 --regexp '^  holder web"01\\\\x0a\\x1b\[:4242 ro\\x7fot, token 1, lease [0-9]+s left$'
 	assert_line --index 2 --regexp '^    since .*  rm "/" \\ \\x1b\]0;pwned\\x07 \\xed\\xa0\\x80 caf'$'\xc3\xa9'' $'
 	assert_line --index 3 --regexp '^  waiter 1: web"01\\\\x0a\\x1b\[:4343 ro\\x7fot, 1 permit$'
+	assert_line --index 4 --regexp '^    since .*  ('$'\xe6\xbc\xa2'"){24}$"
 }
 
 @test "a live run's hostile command line: escaped in the text status, exact in JSON" {

@@ -391,6 +391,7 @@ int main(void)
 	}
 	{
 		size_t w;
+		char *r;
 		lr_sb_reset(&sb);
 		w = lr_text_show(&sb, "h\x1bst\xc3\xa9xyz", 4);
 		ok(w == 1 && strcmp(lr_sb_str(&sb), "h") == 0,
@@ -399,6 +400,13 @@ int main(void)
 		w = lr_text_show(&sb, "\xc3\xa9t\xc3\xa9", 10);
 		ok(w == 3 && strcmp(lr_sb_str(&sb), "\xc3\xa9t\xc3\xa9") == 0,
 		   "show: a multibyte character is one column");
+		lr_sb_reset(&sb);
+		w = lr_text_show(&sb, "\xe6\xbc\xa2\xe5\xad\x97\xe6\xbc\xa2", 5);
+		ok(w == 4 && strcmp(lr_sb_str(&sb), "\xe6\xbc\xa2\xe5\xad\x97") == 0,
+		   "show: a wide character is two columns, and never half shown");
+		r = lr_text_record("\xe6\xbc\xa2\xe5\xad\x97\xe6\xbc\xa2", 2);
+		is_str(r, "\xe6\xbc\xa2\xe5\xad\x97", "record: a wide character is one character");
+		free(r);
 	}
 
 	lr_sb_finish(&sb);
