@@ -1,5 +1,6 @@
 #include "admin.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,7 @@
 
 #include "lock.h"
 #include "strbuf.h"
+#include "text.h"
 
 /*
  * Creates semaphore NAME or changes its capacity, and records the change
@@ -95,19 +97,28 @@ out:
 	return res;
 }
 
+/* s as a JSON string: valid whatever the bytes (see text.h). */
 static void json_str(FILE *out, const char *s)
 {
-	fputc('"', out);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
-	}
-	fputc('"', out);
+	struct lr_sb sb;
+
+	lr_sb_init(&sb);
+	lr_text_json(&sb, s);
+	fputs(lr_sb_str(&sb), out);
+	lr_sb_finish(&sb);
+}
+
+/* s for a terminal, control characters and invalid UTF-8 escaped, in at
+ * most width columns and padded with spaces to pad columns. */
+static void show(FILE *out, const char *s, size_t width, size_t pad)
+{
+	struct lr_sb sb;
+	size_t used;
+
+	lr_sb_init(&sb);
+	used = lr_text_show(&sb, s, width);
+	fprintf(out, "%s%*s", lr_sb_str(&sb), used < pad ? (int)(pad - used) : 0, "");
+	lr_sb_finish(&sb);
 }
 
 /* A resource's name as users wrote it: keys are stored with a prefix. */
@@ -221,8 +232,8 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 			fprintf(out, ",\"capacity\":%lu,\"used\":%llu,\"fence\":%llu", r->capacity,
 			        r->used, r->fence);
 		} else {
-			fprintf(out, "%-32s %-9s %s\n", shown(r->name, r->kind), r->kind,
-			        used_text(r, buf, sizeof(buf)));
+			show(out, shown(r->name, r->kind), SIZE_MAX, 32);
+			fprintf(out, " %-9s %s\n", r->kind, used_text(r, buf, sizeof(buf)));
 		}
 		/* Rows come sorted by resource: walk them alongside. Stored rows
 		 * stay valid until the result is freed. */
@@ -254,12 +265,13 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 					    out,
 					    "%s{\"grant\":%s,\"permits\":%s,\"token\":%s,\"host\":",
 					    pos ? "," : "", h[4], h[2], h[3]);
-				else
-					fprintf(
-					    out,
-					    "%s{\"request\":\"%s\",\"permits\":%s,\"ticket\":%s,"
-					    "\"host\":",
-					    pos ? "," : "", h[4], h[2], h[3]);
+				else {
+					fprintf(out, "%s{\"request\":", pos ? "," : "");
+					json_str(out, h[4]);
+					fprintf(out,
+					        ",\"permits\":%s,\"ticket\":%s,\"host\":", h[2],
+					        h[3]);
+				}
 				json_str(out, h[5]);
 				fprintf(out, ",\"pid\":%s,\"user\":", h[6]);
 				json_str(out, h[7]);
@@ -267,17 +279,24 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 				json_str(out, h[8]);
 				fprintf(out, ",\"since\":\"%s\",\"expires\":\"%s\"}", h[9], h[10]);
 			} else {
-				/* Two lines, each within 80 columns whatever the names. */
+				/* Two lines, each within 80 columns whatever the names;
+				 * stored text is shown escaped, so no row can send a
+				 * terminal escape to the operator's screen. */
 				if (type == 0)
-					fprintf(
-					    out,
-					    "  holder %.16s:%s %.10s, token %s, lease %.0fs left\n",
-					    h[5], h[6], h[7], h[3], left);
+					fputs("  holder ", out);
 				else
-					fprintf(out, "  waiter %u: %.16s:%s %.10s, %s permit%s\n",
-					        pos + 1, h[5], h[6], h[7], h[2],
+					fprintf(out, "  waiter %u: ", pos + 1);
+				show(out, h[5], 16, 0);
+				fprintf(out, ":%s ", h[6]);
+				show(out, h[7], 10, 0);
+				if (type == 0)
+					fprintf(out, ", token %s, lease %.0fs left\n", h[3], left);
+				else
+					fprintf(out, ", %s permit%s\n", h[2],
 					        strcmp(h[2], "1") ? "s" : "");
-				fprintf(out, "    since %s  %.48s\n", h[9], h[8]);
+				fprintf(out, "    since %s  ", h[9]);
+				show(out, h[8], 48, 0);
+				fputc('\n', out);
 			}
 			pos++;
 		}

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "lr_build.h"
 #include "schema.h"
+#include "text.h"
 
 static const struct option longopts[] = {
     {"config", required_argument, NULL, 'c'},
@@ -100,12 +101,19 @@ static int cmd_init(struct ctl *c)
 	return LR_EXIT_OK;
 }
 
+/*
+ * Creates or resizes a semaphore and audits the change with who did it
+ * from where. Host and user names are the system's bytes: they are
+ * recorded escaped (see text.h) to fit the audit's utf8mb4 columns, so an
+ * odd name never stops the change.
+ */
 static int cmd_set(struct ctl *c, const char *name, const char *cap_s)
 {
-	char err[1024], host[256];
+	char err[1024], host[256], *rec_host = NULL, *rec_user = NULL;
 	struct passwd *pw = getpwuid(geteuid());
 	unsigned cap;
 	long old;
+	int rc = LR_EXIT_OK;
 
 	if (!lr_name_valid(name)) {
 		lr_log_error("invalid name '%s': use 1-%d letters, digits, '_', '.' or '-', "
@@ -124,16 +132,26 @@ static int cmd_set(struct ctl *c, const char *name, const char *cap_s)
 	if (gethostname(host, sizeof(host)) != 0)
 		snprintf(host, sizeof(host), "unknown");
 	host[sizeof(host) - 1] = '\0';
-	switch (lr_admin_set_capacity(c->db, name, cap, pw ? pw->pw_name : "unknown", host, &old,
-	                              err, sizeof(err))) {
+	/* The widths of lr_capacity_audit.host and .os_user. */
+	rec_host = lr_text_record(host, 255);
+	rec_user = lr_text_record(pw ? pw->pw_name : "unknown", 64);
+	if (!rec_host || !rec_user) {
+		lr_log_error("out of memory");
+		rc = LR_EXIT_SOFTWARE;
+		goto out;
+	}
+	switch (
+	    lr_admin_set_capacity(c->db, name, cap, rec_user, rec_host, &old, err, sizeof(err))) {
 	case LR_ADMIN_OK:
 		break;
 	case LR_ADMIN_INVALID:
 		lr_log_error("%s", err);
-		return LR_EXIT_USAGE;
+		rc = LR_EXIT_USAGE;
+		goto out;
 	default:
 		lr_log_error("%s", err);
-		return LR_EXIT_UNAVAILABLE;
+		rc = LR_EXIT_UNAVAILABLE;
+		goto out;
 	}
 	if (c->verbosity >= 0) {
 		if (old < 0)
@@ -143,7 +161,10 @@ static int cmd_set(struct ctl *c, const char *name, const char *cap_s)
 		else
 			printf("%s: capacity %u (was %ld)\n", name, cap, old);
 	}
-	return LR_EXIT_OK;
+out:
+	free(rec_host);
+	free(rec_user);
+	return rc;
 }
 
 static int cmd_status(struct ctl *c, const char *name)

@@ -27,6 +27,7 @@
 #include "schema.h"
 #include "strbuf.h"
 #include "supervisor.h"
+#include "text.h"
 
 /* Allowed error in the rate of our clock against the server's, and time
  * for a SIGKILL to take effect: both come off the lease before it runs
@@ -103,9 +104,19 @@ static uint64_t term_offset_ms(double ttl, double kill_after)
 	return safe >= ttl * 1000.0 * 2.0 / 3.0 ? (uint64_t)safe : 0;
 }
 
+/*
+ * The command line as the lock log records it: the arguments joined by
+ * spaces, escaped by lr_text_record() so that any bytes store as valid
+ * utf8mb4 and read back exactly (\xHH, \\), cut to the 1024 characters of
+ * lr_grants.command and lr_waiters.command with a "\..." mark. Only the
+ * record changes: the child runs with argv as it is. NULL when out of
+ * memory. Once per run; no system calls.
+ */
 static char *join_command(char **argv)
 {
+	enum { COMMAND_CHARS = 1024 };
 	struct lr_sb sb;
+	char *cmd = NULL;
 
 	lr_sb_init(&sb);
 	for (size_t i = 0; argv[i]; i++) {
@@ -113,7 +124,10 @@ static char *join_command(char **argv)
 			lr_sb_puts(&sb, " ");
 		lr_sb_puts(&sb, argv[i]);
 	}
-	return sb.buf ? sb.buf : strdup("");
+	if (!sb.oom)
+		cmd = lr_text_record(lr_sb_str(&sb), COMMAND_CHARS);
+	lr_sb_finish(&sb);
+	return cmd;
 }
 
 /* LOCKRUN_FENCE (one lock, or only the --id key), LOCKRUN_FENCES and
