@@ -395,15 +395,19 @@ static int merge_options(struct run *r, char *err, size_t errlen)
 	return 0;
 }
 
-static void owner_of(struct lr_owner *o, char *host, size_t hostlen, char *cmd)
+/* Who runs this: host and user as the lock log records them, escaped
+ * like the command line (any bytes fit) and cut to the widths of the
+ * host and os_user columns. The caller frees o->host and o->os_user. */
+static void owner_of(struct lr_owner *o, char *cmd)
 {
 	struct passwd *pw = getpwuid(geteuid());
+	char host[256];
 
-	if (gethostname(host, hostlen) != 0)
-		snprintf(host, hostlen, "unknown");
-	host[hostlen - 1] = '\0';
-	o->host = host;
-	o->os_user = pw ? pw->pw_name : "unknown";
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "unknown");
+	host[sizeof(host) - 1] = '\0';
+	o->host = lr_text_record(host, 255);
+	o->os_user = lr_text_record(pw ? pw->pw_name : "unknown", 64);
 	o->command = cmd;
 	o->pid = getpid();
 }
@@ -431,14 +435,14 @@ static int acquire_failed(struct run *r, enum lr_acquire a)
 /* Takes the locks, runs the child under them, gives them back. */
 static int run_locked(struct run *r)
 {
-	char host[256], err[1024], *cmd = join_command(r->cli.command);
+	char err[1024], *cmd = join_command(r->cli.command);
 	struct lr_owner owner;
 	enum lr_acquire a;
 	char **env = NULL;
 	int rc;
 
-	owner_of(&owner, host, sizeof(host), cmd);
-	if (!cmd ||
+	owner_of(&owner, cmd);
+	if (!cmd || !owner.host || !owner.os_user ||
 	    !lr_lock_init(&r->lock, r->loop, r->db, &owner, (unsigned)llround(r->ttl * 1000))) {
 		lr_log_error("out of memory");
 		rc = LR_EXIT_SOFTWARE;
@@ -531,6 +535,8 @@ static int run_locked(struct run *r)
 out:
 	free_env(env);
 	free(cmd);
+	free((char *)owner.host);
+	free((char *)owner.os_user);
 	return rc;
 }
 

@@ -197,3 +197,10 @@ os.execv(sys.argv[2], sys.argv[2:])' "$@"
 	assert_equal "$(sql "SELECT capacity FROM lr_resources WHERE name = 'hs'")" 2
 	assert_equal "$(sql "SELECT LOWER(HEX(host)) FROM lr_capacity_audit")" "$(hexof 'h\xe9\x1b[2J')"
 }
+
+@test "lockrun on a host whose name is not UTF-8: runs, and its grant records the name escaped" {
+	unshare --uts true 2>/dev/null || skip "no UTS namespaces here"
+	run with_hostname $'h\xe9\e[2J' "$LOCKRUN" -x hn -- true
+	assert_success
+	assert_equal "$(sql "SELECT LOWER(HEX(host)) FROM lr_grants")" "$(hexof 'h\xe9\x1b[2J')"
+}
