@@ -457,6 +457,7 @@ stale() {
 lagging_run() {
 	local mode=$1 i lr_pid
 	ctl set lag 1
+	# shellcheck source=/dev/null
 	source "$LR_GALERA/cluster.env"
 	# socat forks a child per connection: it runs in a process group of its
 	# own (setsid), so that a signal to the group reaches what it relays.
