@@ -378,7 +378,180 @@ statuses_of() {
 	assert_equal "$(live_holds)" 0
 }
 
+# --- renewals and releases through a node that lags behind the grant -----
+
+# lag_node2: make node 2 fall behind the cluster while it still serves
+# clients. A session on node 2 with wsrep_on = OFF locks row lrlag.t 1 and
+# sits idle in its transaction; node 1 then updates that row. Node 2's
+# applier cannot brute-force abort a session that does not replicate
+# (MariaDB 10.11 logs "BF lock wait long" and waits), so what node 1 commits
+# from then on is certified but not applied on node 2 until lag_stop: three
+# more updates of the row (dependent on the first, they occupy node 2's
+# other applier threads, wsrep_slave_threads = 2), then whatever the test
+# does. Node 2 answers every query meanwhile, from its old state. Sets
+# blocker_pid and blocker_fd.
+lag_node2() {
+	gsql 1 "CREATE DATABASE IF NOT EXISTS lrlag;
+		CREATE TABLE IF NOT EXISTS lrlag.t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;
+		REPLACE INTO lrlag.t VALUES (1, 0)"
+	assert_equal "$(gsql 2 "SELECT v FROM lrlag.t WHERE id = 1")" 0
+	mkfifo "$work/blocker"
+	(
+		lr_galera_close_fds
+		exec timeout 300 mariadb --no-defaults --unbuffered -N -B -u"$(lr_admin_user)" \
+			--socket="$LR_GALERA/n2/mysqld.sock" <"$work/blocker" >"$work/blocker.out" 2>&1
+	) 3>&- &
+	blocker_pid=$!
+	exec {blocker_fd}>"$work/blocker"
+	echo "SET SESSION wsrep_on = OFF; BEGIN;
+		SELECT v FROM lrlag.t WHERE id = 1 FOR UPDATE; SELECT 'locked';" >&"$blocker_fd"
+	local i
+	for ((i = 0; i < 100; i++)); do
+		grep -qx locked "$work/blocker.out" && break
+		sleep 0.1
+	done
+	assert_equal "$(tail -n 1 "$work/blocker.out")" locked
+	for i in 1 2 3 4; do
+		lr_galera_sql "$LR_GALERA" 1 "UPDATE lrlag.t SET v = v + 1 WHERE id = 1"
+	done
+	# Node 1 has them, node 2 (a plain, non-causal read) does not.
+	assert_equal "$(gsql 1 "SELECT v FROM lrlag.t WHERE id = 1")" 4
+	assert_equal "$(stale 2 "SELECT v FROM lrlag.t WHERE id = 1")" 0
+}
+
+# lag_stop: end the blocking session; node 2 catches up at once.
+lag_stop() {
+	if [[ -n ${blocker_fd:-} ]]; then
+		echo "ROLLBACK;" >&"$blocker_fd" || true
+		exec {blocker_fd}>&-
+		blocker_fd=
+	fi
+	if [[ -n ${blocker_pid:-} ]]; then
+		wait "$blocker_pid" || true
+		blocker_pid=
+	fi
+}
+
+# stale N "SQL": SQL on node N as it stands, without waiting for the node
+# to catch up with the cluster (wsrep_sync_wait = 0).
+stale() {
+	local n=$1
+	shift
+	lr_galera_sql "$LR_GALERA" "$n" "SET SESSION wsrep_sync_wait = 0; $*" lockrun
+}
+
+# lagging_run renew|release: the grant is made on node 1, then node 1 is
+# cut off and lockrun goes on through node 2, which lags behind that grant.
+# Node 1 sits behind a proxy on 127.0.0.4 (same port; lockrun tries it
+# first, then node 2). lockrun -vv --ttl 9 runs a child that stays until
+# $work/go exists.
+#   renew: the proxy is killed as soon as the child has started; lockrun
+#     sees its connection close and renews at once, through node 2.
+#   release: the proxy is frozen (SIGSTOP: a silent partition, which
+#     lockrun does not notice by itself) and the child told to exit; the
+#     release times out on node 1 and is retried through node 2.
+# 2 s after lockrun connected to node 2, node 2 must still lack the grant
+# (else the test proves nothing); then it may catch up, and the child
+# leaves. Leaves lockrun's exit status in $work/lockrun.rc, its log in
+# $work/lockrun.err, and the child's "in"/"out" lines in $work/child.
+lagging_run() {
+	local mode=$1 i lr_pid
+	ctl set lag 1
+	# shellcheck source=/dev/null
+	source "$LR_GALERA/cluster.env"
+	# socat forks a child per connection: it runs in a process group of its
+	# own (setsid), so that a signal to the group reaches what it relays.
+	(
+		lr_galera_close_fds
+		exec setsid socat "TCP-LISTEN:$GALERA_SQL_PORT,bind=127.0.0.4,reuseaddr,fork" \
+			"TCP:127.0.0.1:$GALERA_SQL_PORT"
+	) 3>&- &
+	proxy_pid=$!
+	for ((i = 0; i < 50; i++)); do
+		(exec 9<>"/dev/tcp/127.0.0.4/$GALERA_SQL_PORT") 2>/dev/null && break
+		sleep 0.1
+	done
+	lr_galera_conf "$LR_GALERA" "$work/lag.conf" "127.0.0.4, 127.0.0.2" \
+		"connect_timeout = 2" "read_timeout = 3" "write_timeout = 3"
+
+	lag_node2
+	(
+		lr_galera_close_fds
+		rc=0
+		timeout -k 5 60 "$LOCKRUN" -vv -c "$work/lag.conf" --ttl 9 --kill-after 1 -s lag -- \
+			sh -c "echo in >>'$work/child'; while [ ! -e '$work/go' ]; do sleep 0.05; done
+				echo out >>'$work/child'" 2>"$work/lockrun.err" || rc=$?
+		echo "$rc" >"$work/lockrun.rc"
+	) 3>&- &
+	lr_pid=$!
+	for ((i = 0; i < 200; i++)); do
+		[[ -s $work/child ]] && break
+		sleep 0.1
+	done
+	assert_equal "$(cat "$work/child")" in
+	# Granted on node 1; node 2 has not applied it.
+	assert_equal "$(gsql 1 "SELECT COUNT(*) FROM lr_holds WHERE resource = 'lag'")" 1
+	assert_equal "$(stale 2 "SELECT COUNT(*) FROM lr_holds WHERE resource = 'lag'")" 0
+
+	if [[ $mode == renew ]]; then
+		kill -- -"$proxy_pid"
+	else
+		kill -STOP -- -"$proxy_pid"
+		touch "$work/go"
+	fi
+	for ((i = 0; i < 200; i++)); do
+		grep -q "connected to 127.0.0.2:" "$work/lockrun.err" && break
+		sleep 0.1
+	done
+	grep "connected to 127.0.0.2:" "$work/lockrun.err"
+	sleep 2
+	assert_equal "$(stale 2 "SELECT COUNT(*) FROM lr_holds WHERE resource = 'lag'")" 0
+	lag_stop
+	touch "$work/go"
+	wait "$lr_pid" || true
+	echo "# lockrun's log:" && cat "$work/lockrun.err"
+}
+
+@test "causal: a renewal through a node that lags behind the grant waits for it (no false 'lease lost')" {
+	# Reads-only causality (wsrep_sync_wait = 1) lets the renewal's UPDATE
+	# match no row on node 2: lockrun calls the lease lost (76) and stops
+	# the child.
+	lagging_run renew
+	assert_equal "$(cat "$work/lockrun.rc")" 0
+	assert_equal "$(cat "$work/child")" "$(printf 'in\nout')"
+	run ! grep "expired or was revoked" "$work/lockrun.err"
+	# Released through node 2, and every node agrees.
+	assert_equal "$(holds_everywhere)" "$(printf '1 0\n2 0\n3 0')"
+	assert_equal "$(gsql 3 "SELECT end_reason, exit_status FROM lr_grants")" "$(printf 'exited\t0')"
+}
+
+@test "causal: a release through a node that lags behind the grant deletes the hold" {
+	# The release is lockrun's first statement on node 2. Were it not
+	# causal, its DELETE would match nothing and it would report success,
+	# leaving the hold to its ttl. (Its START TRANSACTION waits for node 2
+	# to catch up: wsrep_sync_wait bit 1 covers BEGIN as well.)
+	lagging_run release
+	assert_equal "$(cat "$work/lockrun.rc")" 0
+	assert_equal "$(cat "$work/child")" "$(printf 'in\nout')"
+	grep -q "127.0.0.2:[0-9]*: DELETE FROM lr_holds WHERE grant_id" "$work/lockrun.err"
+	# Gone now (a hold that ran out would still be there: nothing sweeps
+	# it), on every node, and the log says how the grant ended.
+	local n
+	for n in 1 2 3; do
+		assert_equal "$(gsql "$n" "SELECT COUNT(*) FROM lr_holds")" 0
+	done
+	assert_equal "$(gsql 3 "SELECT end_reason, exit_status FROM lr_grants")" "$(printf 'exited\t0')"
+}
+
 teardown() {
+	# The causal test: end the session that holds node 2 back, and the proxy.
+	lag_stop
+	if [[ -n ${proxy_pid:-} ]]; then
+		kill -- -"$proxy_pid" 2>/dev/null || true
+		kill -CONT -- -"$proxy_pid" 2>/dev/null || true
+		wait "$proxy_pid" || true
+		proxy_pid=
+	fi
 	# The fault test leaves node 3 dead (and, if it failed, maybe node 2
 	# frozen and its workers running): thaw, stop the workers, and bring the
 	# cluster back for whatever runs next.

@@ -29,9 +29,10 @@ fi
 
 # What a Galera node with rsync state transfers needs besides the server:
 # the provider, rsync, ss (iproute2) for the SST script's port checks (lsof
-# would do too), ps (procps) and hostname, which the SST scripts call.
+# would do too), ps (procps) and hostname, which the SST scripts call; and
+# socat, a proxy the tests put in front of a node to cut it off.
 # shellcheck disable=SC2034 # used by tests/run-galera
-LR_GALERA_PACKAGES=(galera-4 rsync iproute2 procps hostname)
+LR_GALERA_PACKAGES=(galera-4 rsync iproute2 procps hostname socat)
 
 LR_GALERA_PROVIDER=${LR_GALERA_PROVIDER:-/usr/lib/galera/libgalera_smm.so}
 LR_GALERA_NODES=3
