@@ -1390,6 +1390,7 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 	unsigned backoff = 20;
 	char exit_status[16] = "NULL", term_signal[16] = "NULL";
 	bool ok = !lk->grant_id;
+	unsigned e;
 
 	lr_lock_set_cancel(lk, NULL);
 	if (how == LR_END_EXITED)
@@ -1410,10 +1411,12 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 			ok = true;
 			break;
 		}
+		/* Judge the failed statement, not the ROLLBACK after it. */
+		e = lr_db_errno(lk->db);
 		take_db_error(lk);
 		if (lr_db_connected(lk->db))
 			lr_db_query(lk->db, "ROLLBACK");
-		if (!lr_db_error_is_retryable(lr_db_errno(lk->db)))
+		if (!lr_db_error_is_retryable(e))
 			break;
 		nap(lk, jitter(backoff));
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;

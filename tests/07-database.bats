@@ -1,0 +1,71 @@
+#!/usr/bin/env bats
+#
+# The database side of the protocol under contention and faults: releases
+# that meet locked rows, COMMITs still in flight when they are settled, the
+# server's clock stepping forward, dead waiters, and hostile table contents.
+
+load helpers/common
+load helpers/records
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_records
+}
+
+teardown() {
+	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
+	[[ -z ${old_lwt:-} ]] || sql "SET GLOBAL innodb_lock_wait_timeout = $old_lwt"
+	local p
+	for p in ${bg_pids:-}; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+}
+
+# lock_rows SECONDS TABLE WHERE: another session locks the rows FOR UPDATE
+# and keeps them for SECONDS; returns once it holds them. Sets locker.
+lock_rows() {
+	local secs=$1 table=$2 where=$3
+	sql "START TRANSACTION; SELECT * FROM $table WHERE $where FOR UPDATE;
+		DO SLEEP($secs); COMMIT" >/dev/null 3>&- &
+	locker=$!
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE INFO LIKE 'DO SLEEP($secs)%'"
+}
+
+ms_since() {
+	echo $(((${EPOCHREALTIME/[.,]/} - ${1/[.,]/}) / 1000))
+}
+
+@test "a release that meets locked hold rows is retried: the holds go when they are free, not at the ttl" {
+	"$LOCKRUN" --ttl 60 -x rel -- sh -c "while [ ! -e $BATS_TEST_TMPDIR/go ]; do sleep 0.05; done" 3>&- &
+	local a=$!
+	lr_wait_eq 1 holds rel
+	# Longer than lockrun's lock wait (2 s): its first DELETE gets 1205.
+	lock_rows 4 lr_holds "resource = 'rel'"
+	local t0=$EPOCHREALTIME
+	touch "$BATS_TEST_TMPDIR/go"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 0
+	wait "$locker"
+	# lockrun retried until the rows were free (after ~4 s), well within
+	# the 60 s ttl, and closed the log entry as the command ended.
+	assert_equal "$(holds)" 0
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" exited
+	local ms
+	ms=$(ms_since "$t0")
+	((ms >= 3000 && ms < 30000)) || fail "released after $ms ms"
+}
+
+@test "lockrunctl set retries a lock wait timeout on the resource row" {
+	ctl set capset 2
+	old_lwt=$(sql "SELECT @@GLOBAL.innodb_lock_wait_timeout")
+	sql "SET GLOBAL innodb_lock_wait_timeout = 1"
+	lock_rows 3 lr_resources "name = 'capset'"
+	run ctl set capset 3
+	assert_success
+	wait "$locker"
+	assert_equal "$(sql "SELECT capacity FROM lr_resources WHERE name = 'capset'")" 3
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_capacity_audit WHERE resource = 'capset'")" 2
+}
