@@ -113,6 +113,17 @@ static const char *display_name(const struct lr_item *it)
 	return it->kind == LR_KIND_KEY ? it->name + strlen(KEY_PREFIX) : it->name;
 }
 
+/* A request id as lockrun makes them: 32 lowercase hex digits. */
+static bool request_id_valid(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+			return false;
+	return n == 32;
+}
+
 static void new_request_id(char out[33])
 {
 	unsigned char b[16];
@@ -878,7 +889,9 @@ static bool named_do(struct lr_lock *lk, const char *fn, const char *name)
 	bool ok;
 
 	lr_sb_init(&sb);
-	lr_sb_printf(&sb, "DO %s('%s'%s)", fn, name, strcmp(fn, "GET_LOCK") == 0 ? ", 0" : "");
+	lr_sb_printf(&sb, "DO %s(", fn);
+	lr_db_sb_quote(lk->db, &sb, name);
+	lr_sb_puts(&sb, strcmp(fn, "GET_LOCK") == 0 ? ", 0)" : ")");
 	ok = lr_db_query(lk->db, lr_sb_str(&sb));
 	lr_sb_finish(&sb);
 	return ok;
@@ -1077,7 +1090,10 @@ static bool looks_free(struct lr_lock *lk)
 				free_now = false;
 			if (lk->wake_on[0])
 				continue;
-			if (behind && row[5])
+			/* Read from a table, so checked before it goes back into
+			 * a statement: a row that is not one of ours is no
+			 * wake-up lock (polling still serves). */
+			if (behind && row[5] && request_id_valid(row[5]))
 				wait_lock_name(lk->wake_on, sizeof(lk->wake_on), row[5]);
 			else if (full && !behind && row[4])
 				grant_lock_name(lk->wake_on, sizeof(lk->wake_on),
@@ -1122,7 +1138,9 @@ static void wait_for_change(struct lr_lock *lk, unsigned ms)
 		return;
 	}
 	lr_sb_init(&sb);
-	lr_sb_printf(&sb, "SELECT GET_LOCK('%s', %u.%03u)", lk->wake_on, ms / 1000, ms % 1000);
+	lr_sb_puts(&sb, "SELECT GET_LOCK(");
+	lr_db_sb_quote(lk->db, &sb, lk->wake_on);
+	lr_sb_printf(&sb, ", %u.%03u)", ms / 1000, ms % 1000);
 	lr_db_set_op_timeout(lk->db, ms + 5000);
 	if (lr_db_query(lk->db, lr_sb_str(&sb)) && (row = lr_db_fetch(lk->db)) && row[0])
 		woke = strcmp(row[0], "1") == 0;

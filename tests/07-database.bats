@@ -69,3 +69,35 @@ ms_since() {
 	assert_equal "$(sql "SELECT capacity FROM lr_resources WHERE name = 'capset'")" 3
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_capacity_audit WHERE resource = 'capset'")" 2
 }
+
+@test "a hostile request id in the queue is not pasted into SQL, and the queue still moves" {
+	"$LOCKRUN" -x inj -- sleep 2 3>&- &
+	local holder=$!
+	bg_pids="$holder"
+	lr_wait_eq 1 holds inj
+	# Were it pasted into GET_LOCK('lockrun.wait.<id>', ...), this id would
+	# make the waiter's session take the named lock 'pwn'.
+	local id="x'',0),GET_LOCK(''pwn'',0),LEFT(''"
+	sql "UPDATE lr_resources SET ticket = 100 WHERE name = 'inj';
+		INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user,
+		command, since, expires_at) VALUES ('inj', 50, '$id', 1, 'evil', 1, 'evil', 'evil',
+		NOW(6), NOW(6) + INTERVAL 3 SECOND)"
+	assert_equal "$(sql "SELECT LENGTH(request_id) <= 32 FROM lr_waiters")" 1
+	local t0=$EPOCHREALTIME
+	"$LOCKRUN" -w 40 -x inj -- sh -c "echo enter >>$rec; sleep 2" 3>&- &
+	local c=$!
+	bg_pids+=" $c"
+	until grep -q enter "$rec"; do
+		assert_equal "$(sql "SELECT IS_USED_LOCK('pwn') IS NULL")" 1
+		kill -0 "$c" || break
+		sleep 0.2
+	done
+	# The waiter's session is still open while its command runs.
+	assert_equal "$(sql "SELECT IS_USED_LOCK('pwn') IS NULL")" 1
+	wait "$c"
+	local ms
+	ms=$(ms_since "$t0")
+	((ms < 25000)) || fail "got the lock after $ms ms"
+	assert_equal "$(cat "$rec")" enter
+	wait "$holder"
+}
