@@ -804,16 +804,59 @@ static bool release_named(struct lr_lock *lk)
 }
 
 /*
- * After a COMMIT whose answer was lost: looks the request id up. If the
- * grant exists it is ours, and we adopt it with its fences; otherwise the
- * transaction never happened and may be tried again. One query.
+ * Opens the transaction that settles a COMMIT whose answer was lost, on a
+ * new connection, and first WRITES the rows of all the request's resources
+ * (a ticket bump: gaps in tickets are harmless). That write is what makes
+ * the read after it unable to race the old COMMIT, which may still be in
+ * flight (an fsync stall, Galera flow control):
+ *  - One server: the old transaction locked those rows FOR UPDATE and
+ *    wrote them, and holds their X locks until its COMMIT lands or it is
+ *    rolled back. Our write waits for that; only then do we read. If it
+ *    waits longer than the lock wait timeout we get 1205 and settle again;
+ *    an old transaction whose COMMIT never arrives is ended by the
+ *    server's idle_transaction_timeout (5 s), as is its connection's
+ *    lock. So the read sees the old transaction's final outcome.
+ *  - Galera: row locks are node-local, but both transactions write the
+ *    same rows, so certification orders them. If the old one is ordered
+ *    first, ours is aborted (1213, or it fails certification at COMMIT)
+ *    and the next try reads after it (wsrep_sync_wait). If ours is ordered
+ *    first, the old one fails certification and can never commit. Either
+ *    way, what we read is final once our COMMIT succeeded, which is why
+ *    the caller acts only after that COMMIT.
+ * A plain or locking read alone would not do on Galera (reads lock
+ * nothing on other nodes), nor would KILLing the old connection (its
+ * transaction may be replicating already). Two round trips.
+ */
+static bool settle_begin(struct lr_lock *lk)
+{
+	struct lr_sb in;
+	bool ok;
+
+	lr_sb_init(&in);
+	add_name_list(lk, &in);
+	ok = lr_db_query(lk->db, "START TRANSACTION") &&
+	     lr_db_queryf(lk->db, "UPDATE lr_resources SET ticket = ticket + 1 WHERE name IN (%s)",
+	                  lr_sb_str(&in));
+	lr_sb_finish(&in);
+	return ok;
+}
+
+/*
+ * After a COMMIT whose answer was lost: looks the request id up, in a
+ * transaction that cannot race that COMMIT (settle_begin). If the grant
+ * exists and is live it is ours, and we adopt it with its fences;
+ * otherwise the grant never happened (or came too late to be used: it is
+ * closed and its holds removed) and may be tried again under a new id.
+ * Five round trips; a 1205 or 1213 leaves it to be settled again.
  */
 static enum tx settle(struct lr_lock *lk)
 {
 	MYSQL_ROW row;
 	size_t n = 0;
+	uint64_t gid = 0;
 
-	if (!lr_db_queryf(lk->db,
+	if (!settle_begin(lk) ||
+	    !lr_db_queryf(lk->db,
 	                  "SELECT g.id, h.resource, h.fence FROM lr_grants g "
 	                  "JOIN lr_holds h ON h.grant_id = g.id "
 	                  "WHERE g.request_id = '%s' AND h.expires_at > NOW(6)",
@@ -821,25 +864,36 @@ static enum tx settle(struct lr_lock *lk)
 		return failed(lk);
 	while ((row = lr_db_fetch(lk->db))) {
 		struct lr_item *it = find_item(lk, row[1]);
-		lk->grant_id = strtoull(row[0], NULL, 10);
+		gid = strtoull(row[0], NULL, 10);
 		if (it) {
 			it->fence = strtoull(row[2], NULL, 10);
 			n++;
 		}
 	}
+	if (n != lk->ntable) {
+		/* Not granted, or granted and already expired: close that log
+		 * entry and give back its holds, if they exist. */
+		if (!lr_db_queryf(lk->db,
+		                  "UPDATE lr_grants SET ended_at = NOW(6), end_reason = 'expired' "
+		                  "WHERE request_id = '%s' AND ended_at IS NULL",
+		                  lk->grant_rid) ||
+		    !lr_db_queryf(lk->db,
+		                  "DELETE h FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id "
+		                  "WHERE g.request_id = '%s'",
+		                  lk->grant_rid))
+			return failed(lk);
+	}
+	if (!lr_db_query(lk->db, "COMMIT"))
+		return failed(lk);
 	lk->maybe_committed = false;
 	if (n == lk->ntable) {
+		lk->grant_id = gid;
 		lr_log_info("adopted grant %llu after a lost commit answer",
 		            (unsigned long long)lk->grant_id);
 		lk->queued = false;
 		return TX_OK;
 	}
-	/* Not granted, or granted and already expired: close that log entry
-	 * if it exists, and try again under a new id (the old one is taken). */
-	lr_db_queryf(lk->db,
-	             "UPDATE lr_grants SET ended_at = NOW(6), end_reason = 'expired' "
-	             "WHERE request_id = '%s' AND ended_at IS NULL",
-	             lk->grant_rid);
+	/* Try again under a new id (the old one is taken). */
 	new_request_id(lk->grant_rid);
 	lk->grant_id = 0;
 	return TX_RETRY;
@@ -848,26 +902,34 @@ static enum tx settle(struct lr_lock *lk)
 /*
  * After an enqueue COMMIT whose answer was lost: our waiter rows either all
  * exist (one transaction wrote them) or none do. Adopt them with their
- * tickets, or know we are not queued. One query.
+ * tickets, or know we are not queued; settle_begin keeps the read from
+ * racing the old COMMIT. Four round trips.
  */
 static enum tx settle_queue(struct lr_lock *lk)
 {
 	MYSQL_ROW row;
 	size_t n = 0;
+	uint64_t tickets[lk->nitems];
 
-	if (!lr_db_queryf(lk->db, "SELECT resource, ticket FROM lr_waiters WHERE request_id = '%s'",
+	if (!settle_begin(lk) ||
+	    !lr_db_queryf(lk->db, "SELECT resource, ticket FROM lr_waiters WHERE request_id = '%s'",
 	                  lk->request_id))
 		return failed(lk);
 	while ((row = lr_db_fetch(lk->db))) {
 		struct lr_item *it = find_item(lk, row[0]);
 		if (it) {
-			it->ticket = strtoull(row[1], NULL, 10);
+			tickets[it - lk->items] = strtoull(row[1], NULL, 10);
 			n++;
 		}
 	}
+	if (!lr_db_query(lk->db, "COMMIT"))
+		return failed(lk);
 	lk->maybe_enqueued = false;
 	lk->queued = n == lk->ntable;
 	if (lk->queued) {
+		for (size_t i = 0; i < lk->nitems; i++)
+			if (is_table(&lk->items[i]))
+				lk->items[i].ticket = tickets[i];
 		lk->waiter_renew_ms = 0; /* renew at once: the answer came late */
 		take_wait_lock(lk);
 	}
@@ -959,11 +1021,16 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 			r = TX_RETRY;
 		} else if (lk->maybe_enqueued) {
 			r = settle_queue(lk);
-			if (r == TX_RETRY && lr_db_connected(lk->db))
+			if (r != TX_RETRY)
+				return r;
+			if (!lk->maybe_enqueued) {
 				i--; /* settled: that was no attempt */
-			continue;
+				continue;
+			}
 		} else if (lk->maybe_committed) {
 			r = settle(lk);
+			if (r != TX_OK && r != TX_RETRY)
+				return r;
 			if (r == TX_OK) {
 				r = take_named(lk);
 				if (r != TX_OK) {
@@ -1216,8 +1283,15 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 	/* Stopped or failed with a COMMIT's answer lost: it may have granted.
 	 * Find out, and give back what we are not going to use. */
 	lr_lock_set_cancel(lk, NULL);
-	if (lk->maybe_committed && ensure_connected(lk) && settle(lk) == TX_OK)
-		lr_lock_release(lk, LR_END_ABORTED, 0);
+	for (int i = 0; i < TX_RETRIES && lk->maybe_committed && ensure_connected(lk); i++) {
+		enum tx s = settle(lk);
+		if (s == TX_OK)
+			lr_lock_release(lk, LR_END_ABORTED, 0);
+		if (s != TX_RETRY)
+			break;
+		if (lk->maybe_committed)
+			nap(lk, jitter(200));
+	}
 	dequeue(lk);
 	return a;
 }

@@ -6,6 +6,7 @@
 
 load helpers/common
 load helpers/records
+load helpers/proxy
 
 bats_require_minimum_version 1.5.0
 
@@ -68,6 +69,46 @@ ms_since() {
 	wait "$locker"
 	assert_equal "$(sql "SELECT capacity FROM lr_resources WHERE name = 'capset'")" 3
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_capacity_audit WHERE resource = 'capset'")" 2
+}
+
+@test "a grant COMMIT still in flight when the connection is lost: settled after it lands, one grant" {
+	ctl set hq 2
+	proxy
+	# The client loses its connection as it sends COMMIT; the server gets
+	# the COMMIT 3 s later (longer than a lock wait), while lockrun settles.
+	pctl hold-query COMMIT 3000
+	run "$LOCKRUN" -v -c "$pconf" -s hq:1 -- sh -c 'echo "ran with token $LOCKRUN_FENCE"'
+	assert_success
+	assert_line "ran with token 1"
+	assert_line --regexp "adopted grant [0-9]+ after a lost commit answer"
+	lr_wait_for grep -qx "fired hold-query COMMIT" "$fifo.log"
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 1
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" exited
+	assert_equal "$(holds)" 0
+}
+
+@test "an enqueue COMMIT still in flight when the connection is lost: the places are adopted, not doubled" {
+	"$LOCKRUN" -x hqq -- sh -c "while [ ! -e $BATS_TEST_TMPDIR/go ]; do sleep 0.05; done" 3>&- &
+	local holder=$!
+	bg_pids="$holder"
+	lr_wait_eq 1 holds hqq
+	proxy
+	pctl hold-query COMMIT 3000
+	"$LOCKRUN" -c "$pconf" -x hqq -- sh -c "echo ran >>$rec" 3>&- &
+	local w=$!
+	bg_pids+=" $w"
+	lr_wait_for grep -qx "fired hold-query COMMIT" "$fifo.log"
+	# The held COMMIT has landed: watch the queue for a while.
+	local n
+	for n in $(seq 15); do
+		(($(sql "SELECT COUNT(*) FROM lr_waiters") <= 1)) || fail "waiter rows doubled"
+		sleep 0.2
+	done
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_waiters")" 1
+	touch "$BATS_TEST_TMPDIR/go"
+	wait "$holder" "$w"
+	assert_equal "$(cat "$rec")" ran
+	assert_equal "$(waiters)" 0
 }
 
 @test "a hostile request id in the queue is not pasted into SQL, and the queue still moves" {
