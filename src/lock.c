@@ -23,6 +23,12 @@
 #define POLL_MIN_MS         40
 #define POLL_MAX_MS         500
 
+/* A place in a queue lives this long unless renewed, whatever the ttl, so
+ * a waiter that died holds back those behind it for at most about
+ * this. Renewed every WAITER_RENEW_MS while the waiter lives. */
+#define WAITER_TTL_MS   10000
+#define WAITER_RENEW_MS 3000
+
 const char *lr_kind_name(enum lr_kind k)
 {
 	switch (k) {
@@ -585,8 +591,8 @@ static bool enqueue(struct lr_lock *lk, const char *in, const uint64_t *tickets)
 		add_owner_values(lk, &sb);
 		lr_sb_puts(&sb, ",LEFT(");
 		lr_db_sb_quote(lk->db, &sb, lk->owner.command);
-		lr_sb_printf(&sb, ",1024),NOW(6),NOW(6) + INTERVAL %llu MICROSECOND)",
-		             (unsigned long long)lk->ttl_ms * 1000ULL);
+		lr_sb_printf(&sb, ",1024),NOW(6),NOW(6) + INTERVAL %u MICROSECOND)",
+		             WAITER_TTL_MS * 1000U);
 		first = false;
 	}
 	ok = lr_db_query(lk->db, lr_sb_str(&sb));
@@ -692,7 +698,7 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 		}
 		lk->maybe_enqueued = false;
 		lk->queued = true;
-		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
+		lk->waiter_renew_ms = boot_ms() + WAITER_RENEW_MS;
 		take_wait_lock(lk);
 		goto out;
 	}
@@ -1221,17 +1227,18 @@ static void wait_for_change(struct lr_lock *lk, unsigned ms)
 	}
 }
 
-/* Keeps our queue places alive: waiters renew like holders, so a waiter
- * whose lockrun died stops blocking the queue when its rows expire. A
- * place already swept is lost; the next attempt queues again. */
+/* Keeps our queue places alive: every WAITER_RENEW_MS, for WAITER_TTL_MS
+ * from the server's now, whatever the lease ttl, so a waiter whose lockrun
+ * died stops blocking the queue soon after WAITER_TTL_MS. A place already
+ * swept is lost; the next attempt queues again. One statement. */
 static void renew_waiter(struct lr_lock *lk)
 {
 	if (!lk->queued || boot_ms() < lk->waiter_renew_ms || !ensure_connected(lk))
 		return;
 	if (lr_db_queryf(lk->db,
-	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %llu MICROSECOND "
+	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
 	                 "WHERE request_id = '%s' AND expires_at > NOW(6)",
-	                 (unsigned long long)lk->ttl_ms * 1000ULL, lk->request_id)) {
+	                 WAITER_TTL_MS * 1000U, lk->request_id)) {
 		if (lr_db_affected_rows(lk->db) != lk->ntable) {
 			/* Some place was swept: give up the others too, or they
 			 * would stand in the way of our own next places. */
@@ -1241,12 +1248,12 @@ static void renew_waiter(struct lr_lock *lk)
 			lk->queued = false;
 			drop_wait_lock(lk);
 		}
-		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
+		lk->waiter_renew_ms = boot_ms() + WAITER_RENEW_MS;
 	}
 }
 
 /* Leaves the queue: on giving up, on a signal, on an error. Best effort:
- * rows left behind expire after the ttl anyway. One statement. */
+ * rows left behind expire after WAITER_TTL_MS anyway. One statement. */
 static void dequeue(struct lr_lock *lk)
 {
 	lr_lock_set_cancel(lk, NULL);
@@ -1338,7 +1345,7 @@ static void announce(struct lr_lock *lk)
  * the queue of each of its resources and is granted only when it is first
  * in all of them and fits. Meanwhile it polls with a cheap read at a
  * jittered, growing interval (or sleeps in GET_LOCK on a holder's wake-up
- * lock), renews its queue places every ttl/3, and runs the locking
+ * lock), renews its queue places every WAITER_RENEW_MS, and runs the locking
  * transaction only when the read says it could succeed: a few statements
  * a second at most.
  */

@@ -111,6 +111,27 @@ ms_since() {
 	assert_equal "$(waiters)" 0
 }
 
+@test "a waiter that died holds back the queue for its short place lifetime, not its ttl" {
+	"$LOCKRUN" -x wdie -- sleep 2 3>&- &
+	local holder=$!
+	bg_pids="$holder"
+	lr_wait_eq 1 holds wdie
+	"$LOCKRUN" --ttl 86400 -x wdie -- true 3>&- 2>/dev/null &
+	local w=$!
+	bg_pids+=" $w"
+	lr_wait_eq 1 waiters wdie
+	kill -9 "$w"
+	local t0=$EPOCHREALTIME
+	run "$LOCKRUN" -w 45 -x wdie -- echo ran
+	assert_success
+	assert_output ran
+	# Place lifetime 10 s + grace 5 s, plus slack for a loaded machine.
+	local ms
+	ms=$(ms_since "$t0")
+	((ms < 30000)) || fail "waited $ms ms behind a dead waiter"
+	wait "$holder"
+}
+
 @test "a hostile request id in the queue is not pasted into SQL, and the queue still moves" {
 	"$LOCKRUN" -x inj -- sleep 2 3>&- &
 	local holder=$!
