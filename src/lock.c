@@ -23,9 +23,29 @@
 #define POLL_MIN_MS         40
 #define POLL_MAX_MS         500
 
+/*
+ * The sweep's grace. A hold or a waiter row is swept (and its permits
+ * granted to others) only once it expired more than this long ago by the
+ * server's clock; until then it counts as live everywhere, and its owner
+ * may still renew it. A forward step of the server's clock (NTP, a VM
+ * resumed, a manual `date`) of up to this much therefore ends no lease
+ * early: a holder stops its command ttl after its last renewal by its own
+ * clock, and nobody else is granted before ttl + grace by the server's.
+ * The cost: a crashed holder's lock is free after ttl + grace, not ttl.
+ * 5 s is well above what time daemons step by after a short outage and
+ * small next to the ttl users choose.
+ */
+#define SWEEP_GRACE_MS 5000
+#define STR_(x)        #x
+#define STR(x)         STR_(x)
+#define GRACE_SQL      "INTERVAL " STR(SWEEP_GRACE_MS) "000 MICROSECOND"
+/* "Not yet sweepable": the rule for everything that counts live use. */
+#define UNSWEPT(col)   col " > NOW(6) - " GRACE_SQL
+#define SWEEPABLE(col) col " <= NOW(6) - " GRACE_SQL
+
 /* A place in a queue lives this long unless renewed, whatever the ttl, so
- * a waiter that died holds back those behind it for at most about
- * this. Renewed every WAITER_RENEW_MS while the waiter lives. */
+ * a waiter that died holds back those behind it for at most this plus the
+ * grace. Renewed every WAITER_RENEW_MS while the waiter lives. */
 #define WAITER_TTL_MS   10000
 #define WAITER_RENEW_MS 3000
 
@@ -627,13 +647,14 @@ static void add_ahead_clause(struct lr_lock *lk, struct lr_sb *sb, const char *i
  * name order (every insert of a hold or a waiter of a resource happens
  * under that row's lock, so once we have it, a READ COMMITTED read sees
  * all of them; share-locking the hold rows too would only make renewals
- * wait on us), sweep expired holds and waiters (writes, so a concurrent
- * renewal of the same row conflicts instead of both winning), count live
- * use and the waiters ahead of us, and if the grant rule holds, bump each
- * resource's fence (the written row every contender conflicts on, also
- * under Galera) and insert the grant and its holds. If not, and we are to
- * wait, take a place in the queues in the same transaction. About ten
- * round trips; row locks are held for their duration only.
+ * wait on us), sweep holds and waiters that expired more than the grace
+ * ago (writes, so a concurrent renewal of the same row conflicts instead
+ * of both winning), count what is left as live use and the waiters ahead
+ * of us, and if the grant rule holds, bump each resource's fence (the
+ * written row every contender conflicts on, also under Galera) and insert
+ * the grant and its holds. If not, and we are to wait, take a place in the
+ * queues in the same transaction. About ten round trips; row locks are
+ * held for their duration only.
  */
 static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 {
@@ -663,14 +684,15 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 	        lk->db,
 	        "UPDATE lr_grants g JOIN lr_holds h ON h.grant_id = g.id "
 	        "SET g.ended_at = h.expires_at, g.end_reason = 'expired' "
-	        "WHERE h.resource IN (%s) AND h.expires_at <= NOW(6) AND g.ended_at IS NULL",
+	        "WHERE h.resource IN (%s) AND " SWEEPABLE("h.expires_at") " AND g.ended_at IS NULL",
 	        lr_sb_str(&in)) ||
-	    !lr_db_queryf(lk->db,
-	                  "DELETE FROM lr_holds WHERE resource IN (%s) AND expires_at <= NOW(6)",
-	                  lr_sb_str(&in)) ||
-	    !lr_db_queryf(lk->db,
-	                  "DELETE FROM lr_waiters WHERE resource IN (%s) AND expires_at <= NOW(6)",
-	                  lr_sb_str(&in)) ||
+	    !lr_db_queryf(
+	        lk->db, "DELETE FROM lr_holds WHERE resource IN (%s) AND " SWEEPABLE("expires_at"),
+	        lr_sb_str(&in)) ||
+	    !lr_db_queryf(
+	        lk->db,
+	        "DELETE FROM lr_waiters WHERE resource IN (%s) AND " SWEEPABLE("expires_at"),
+	        lr_sb_str(&in)) ||
 	    !lr_db_queryf(lk->db,
 	                  "SELECT resource, SUM(permits) FROM lr_holds WHERE resource IN (%s) "
 	                  "GROUP BY resource",
@@ -1096,19 +1118,19 @@ static void add_ticket_case(struct lr_lock *lk, struct lr_sb *sb)
  * waiters ahead of us, the oldest holder, and the waiter right ahead. */
 static void build_poll(struct lr_lock *lk, struct lr_sb *sb)
 {
-	lr_sb_puts(sb, "SELECT r.name, r.capacity, "
-	               "(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h "
-	               "WHERE h.resource = r.name AND h.expires_at > NOW(6)), "
-	               "(SELECT COUNT(*) FROM lr_waiters w WHERE w.resource = r.name "
-	               "AND w.expires_at > NOW(6) AND w.request_id <> ");
+	lr_sb_puts(sb, "SELECT r.name, r.capacity, (SELECT COALESCE(SUM(h.permits), 0) "
+	               "FROM lr_holds h WHERE h.resource = r.name AND ");
+	lr_sb_puts(sb, UNSWEPT("h.expires_at") "), (SELECT COUNT(*) FROM lr_waiters w "
+	                                       "WHERE w.resource = r.name AND ");
+	lr_sb_puts(sb, UNSWEPT("w.expires_at") " AND w.request_id <> ");
 	lr_db_sb_quote(lk->db, sb, lk->request_id);
 	if (lk->queued)
 		add_ticket_case(lk, sb);
 	lr_sb_puts(sb, "), (SELECT MIN(h.grant_id) FROM lr_holds h WHERE h.resource = r.name "
-	               "AND h.expires_at > NOW(6)), ");
+	               "AND " UNSWEPT("h.expires_at") "), ");
 	if (lk->queued) {
 		lr_sb_puts(sb, "(SELECT w.request_id FROM lr_waiters w WHERE w.resource = r.name "
-		               "AND w.expires_at > NOW(6) AND w.request_id <> ");
+		               "AND " UNSWEPT("w.expires_at") " AND w.request_id <> ");
 		lr_db_sb_quote(lk->db, sb, lk->request_id);
 		add_ticket_case(lk, sb);
 		lr_sb_puts(sb, " ORDER BY w.ticket DESC LIMIT 1)");
@@ -1229,15 +1251,16 @@ static void wait_for_change(struct lr_lock *lk, unsigned ms)
 
 /* Keeps our queue places alive: every WAITER_RENEW_MS, for WAITER_TTL_MS
  * from the server's now, whatever the lease ttl, so a waiter whose lockrun
- * died stops blocking the queue soon after WAITER_TTL_MS. A place already
- * swept is lost; the next attempt queues again. One statement. */
+ * died stops blocking the queue within WAITER_TTL_MS + the grace. Like a
+ * renewal of a hold, it only extends places not yet sweepable. A place
+ * already swept is lost; the next attempt queues again. One statement. */
 static void renew_waiter(struct lr_lock *lk)
 {
 	if (!lk->queued || boot_ms() < lk->waiter_renew_ms || !ensure_connected(lk))
 		return;
 	if (lr_db_queryf(lk->db,
 	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
-	                 "WHERE request_id = '%s' AND expires_at > NOW(6)",
+	                 "WHERE request_id = '%s' AND " UNSWEPT("expires_at"),
 	                 WAITER_TTL_MS * 1000U, lk->request_id)) {
 		if (lr_db_affected_rows(lk->db) != lk->ntable) {
 			/* Some place was swept: give up the others too, or they
@@ -1320,10 +1343,10 @@ static void announce(struct lr_lock *lk)
 		lr_sb_init(&q);
 		lr_sb_puts(&q,
 		           "SELECT h.resource, g.host, g.pid, LEFT(g.command, 40) FROM lr_holds h "
-		           "JOIN lr_grants g ON g.id = h.grant_id WHERE h.expires_at > NOW(6) "
-		           "AND h.resource IN (");
+		           "JOIN lr_grants g ON g.id = h.grant_id WHERE h.resource IN (");
 		add_name_list(lk, &q);
-		lr_sb_puts(&q, ") ORDER BY h.resource, h.fence LIMIT 4");
+		lr_sb_puts(
+		    &q, ") AND " UNSWEPT("h.expires_at") " ORDER BY h.resource, h.fence LIMIT 4");
 		if (lr_db_query(lk->db, lr_sb_str(&q))) {
 			while ((row = lr_db_fetch(lk->db))) {
 				struct lr_item *it = find_item(lk, row[0]);
@@ -1403,10 +1426,13 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 
 /*
  * Extends every hold of the grant by the ttl, from the server's now, but
- * only while none has expired: a hold that expired may already have been
- * swept and its permit granted to someone else. Matched rows (the
- * connection uses CLIENT_FOUND_ROWS) must equal the items. Named locks
- * live as long as their connection: a new connection means they are gone.
+ * only while none is sweepable: a hold past its grace may already have
+ * been swept and its permit granted to someone else. One that expired
+ * within the grace (the server's clock stepped forward) cannot have been:
+ * the sweep writes the same row, and until it is swept its permits count
+ * as used. Matched rows (the connection uses CLIENT_FOUND_ROWS) must
+ * equal the items. Named locks live as long as their connection: a new
+ * connection means they are gone.
  * One statement. Returns false on a database error (the lease is then
  * unknown); *lost is set when the lease is known to be gone.
  */
@@ -1436,7 +1462,7 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 	t0 = boot_ms();
 	if (!lr_db_queryf(lk->db,
 	                  "UPDATE lr_holds SET expires_at = NOW(6) + INTERVAL %llu MICROSECOND "
-	                  "WHERE grant_id = %llu AND expires_at > NOW(6)",
+	                  "WHERE grant_id = %llu AND " UNSWEPT("expires_at"),
 	                  (unsigned long long)lk->ttl_ms * 1000ULL,
 	                  (unsigned long long)lk->grant_id)) {
 		take_db_error(lk);

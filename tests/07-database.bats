@@ -111,6 +111,32 @@ ms_since() {
 	assert_equal "$(waiters)" 0
 }
 
+@test "the server's clock stepping forward within the grace ends no lease; beyond it, the lock is free" {
+	local log=$BATS_TEST_TMPDIR/log
+	"$LOCKRUN" -v --ttl 9 --kill-after 1 -x step -- sh -c "echo enter >>$rec; sleep 60" 3>&- 2>"$log" &
+	local a=$!
+	bg_pids="$a"
+	lr_wait_eq 1 holds step
+	lr_wait_for grep -q enter "$rec"
+	# What a forward step of (time left + 1 s) looks like to the server.
+	sql "UPDATE lr_holds SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE resource = 'step'"
+	run "$LOCKRUN" -n -x step -- echo stolen
+	assert_failure 75
+	refute_output --partial stolen
+	# A's next renewal (every 3 s) still finds its lease.
+	lr_wait_eq -t 8 1 sql "SELECT expires_at > NOW(6) FROM lr_holds WHERE resource = 'step'"
+	kill -0 "$a"
+	run cat "$log"
+	refute_output --partial "lost"
+	# A step beyond the grace: the lease is over for the server.
+	sql "UPDATE lr_holds SET expires_at = NOW(6) - INTERVAL 6 SECOND WHERE resource = 'step'"
+	run "$LOCKRUN" -n -x step -- echo taken
+	assert_success
+	assert_output taken
+	kill "$a" 2>/dev/null || true
+	wait "$a" || true
+}
+
 @test "a waiter that died holds back the queue for its short place lifetime, not its ttl" {
 	"$LOCKRUN" -x wdie -- sleep 2 3>&- &
 	local holder=$!
