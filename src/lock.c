@@ -841,9 +841,9 @@ static bool release_named(struct lr_lock *lk)
  *    wrote them, and holds their X locks until its COMMIT lands or it is
  *    rolled back. Our write waits for that; only then do we read. If it
  *    waits longer than the lock wait timeout we get 1205 and settle again;
- *    an old transaction whose COMMIT never arrives is ended by the
- *    server's idle_transaction_timeout (5 s), as is its connection's
- *    lock. So the read sees the old transaction's final outcome.
+ *    an old transaction whose COMMIT never arrives is rolled back by the
+ *    server's idle_transaction_timeout (5 s), which frees the rows. So
+ *    the read sees the old transaction's final outcome.
  *  - Galera: row locks are node-local, but both transactions write the
  *    same rows, so certification orders them. If the old one is ordered
  *    first, ours is aborted (1213, or it fails certification at COMMIT)
