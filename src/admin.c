@@ -23,6 +23,7 @@ enum lr_admin_result lr_admin_set_capacity(lr_db *db, const char *name, unsigned
 	struct lr_sb sb, qname;
 	enum lr_admin_result res = LR_ADMIN_ERROR;
 	MYSQL_ROW row;
+	unsigned e;
 
 	lr_sb_init(&sb);
 	lr_sb_init(&qname);
@@ -85,10 +86,12 @@ enum lr_admin_result lr_admin_set_capacity(lr_db *db, const char *name, unsigned
 		res = LR_ADMIN_OK;
 		goto out;
 	db_fail:
+		/* Judge the failed statement: the ROLLBACK resets the error. */
+		e = lr_db_errno(db);
 		snprintf(err, errlen, "%s", lr_db_error(db));
 		if (lr_db_connected(db))
 			lr_db_query(db, "ROLLBACK");
-		if (lr_db_errno(db) != ER_LOCK_DEADLOCK && lr_db_errno(db) != ER_LOCK_WAIT_TIMEOUT)
+		if (e != ER_LOCK_DEADLOCK && e != ER_LOCK_WAIT_TIMEOUT)
 			break;
 	}
 out:

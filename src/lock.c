@@ -23,6 +23,32 @@
 #define POLL_MIN_MS         40
 #define POLL_MAX_MS         500
 
+/*
+ * The sweep's grace. A hold or a waiter row is swept (and its permits
+ * granted to others) only once it expired more than this long ago by the
+ * server's clock; until then it counts as live everywhere, and its owner
+ * may still renew it. A forward step of the server's clock (NTP, a VM
+ * resumed, a manual `date`) of up to this much therefore ends no lease
+ * early: a holder stops its command ttl after its last renewal by its own
+ * clock, and nobody else is granted before ttl + grace by the server's.
+ * The cost: a crashed holder's lock is free after ttl + grace, not ttl.
+ * 5 s is well above what time daemons step by after a short outage and
+ * small next to the ttl users choose.
+ */
+#define SWEEP_GRACE_MS 5000
+#define STR_(x)        #x
+#define STR(x)         STR_(x)
+#define GRACE_SQL      "INTERVAL " STR(SWEEP_GRACE_MS) "000 MICROSECOND"
+/* "Not yet sweepable": the rule for everything that counts live use. */
+#define UNSWEPT(col)   col " > NOW(6) - " GRACE_SQL
+#define SWEEPABLE(col) col " <= NOW(6) - " GRACE_SQL
+
+/* A place in a queue lives this long unless renewed, whatever the ttl, so
+ * a waiter that died holds back those behind it for at most this plus the
+ * grace. Renewed every WAITER_RENEW_MS while the waiter lives. */
+#define WAITER_TTL_MS   10000
+#define WAITER_RENEW_MS 3000
+
 const char *lr_kind_name(enum lr_kind k)
 {
 	switch (k) {
@@ -111,6 +137,17 @@ bool lr_item_parse(struct lr_item *it, enum lr_kind kind, const char *arg, char 
 static const char *display_name(const struct lr_item *it)
 {
 	return it->kind == LR_KIND_KEY ? it->name + strlen(KEY_PREFIX) : it->name;
+}
+
+/* A request id as lockrun makes them: 32 lowercase hex digits. */
+static bool request_id_valid(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+			return false;
+	return n == 32;
 }
 
 static void new_request_id(char out[33])
@@ -580,8 +617,8 @@ static bool enqueue(struct lr_lock *lk, const char *in, const uint64_t *tickets)
 		add_owner_values(lk, &sb);
 		lr_sb_puts(&sb, ",LEFT(");
 		lr_db_sb_quote(lk->db, &sb, lk->owner.command);
-		lr_sb_printf(&sb, ",1024),NOW(6),NOW(6) + INTERVAL %llu MICROSECOND)",
-		             (unsigned long long)lk->ttl_ms * 1000ULL);
+		lr_sb_printf(&sb, ",1024),NOW(6),NOW(6) + INTERVAL %u MICROSECOND)",
+		             WAITER_TTL_MS * 1000U);
 		first = false;
 	}
 	ok = lr_db_query(lk->db, lr_sb_str(&sb));
@@ -616,13 +653,14 @@ static void add_ahead_clause(struct lr_lock *lk, struct lr_sb *sb, const char *i
  * name order (every insert of a hold or a waiter of a resource happens
  * under that row's lock, so once we have it, a READ COMMITTED read sees
  * all of them; share-locking the hold rows too would only make renewals
- * wait on us), sweep expired holds and waiters (writes, so a concurrent
- * renewal of the same row conflicts instead of both winning), count live
- * use and the waiters ahead of us, and if the grant rule holds, bump each
- * resource's fence (the written row every contender conflicts on, also
- * under Galera) and insert the grant and its holds. If not, and we are to
- * wait, take a place in the queues in the same transaction. About ten
- * round trips; row locks are held for their duration only.
+ * wait on us), sweep holds and waiters that expired more than the grace
+ * ago (writes, so a concurrent renewal of the same row conflicts instead
+ * of both winning), count what is left as live use and the waiters ahead
+ * of us, and if the grant rule holds, bump each resource's fence (the
+ * written row every contender conflicts on, also under Galera) and insert
+ * the grant and its holds. If not, and we are to wait, take a place in the
+ * queues in the same transaction. About ten round trips; row locks are
+ * held for their duration only.
  */
 static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 {
@@ -652,14 +690,15 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 	        lk->db,
 	        "UPDATE lr_grants g JOIN lr_holds h ON h.grant_id = g.id "
 	        "SET g.ended_at = h.expires_at, g.end_reason = 'expired' "
-	        "WHERE h.resource IN (%s) AND h.expires_at <= NOW(6) AND g.ended_at IS NULL",
+	        "WHERE h.resource IN (%s) AND " SWEEPABLE("h.expires_at") " AND g.ended_at IS NULL",
 	        lr_sb_str(&in)) ||
-	    !lr_db_queryf(lk->db,
-	                  "DELETE FROM lr_holds WHERE resource IN (%s) AND expires_at <= NOW(6)",
-	                  lr_sb_str(&in)) ||
-	    !lr_db_queryf(lk->db,
-	                  "DELETE FROM lr_waiters WHERE resource IN (%s) AND expires_at <= NOW(6)",
-	                  lr_sb_str(&in)) ||
+	    !lr_db_queryf(
+	        lk->db, "DELETE FROM lr_holds WHERE resource IN (%s) AND " SWEEPABLE("expires_at"),
+	        lr_sb_str(&in)) ||
+	    !lr_db_queryf(
+	        lk->db,
+	        "DELETE FROM lr_waiters WHERE resource IN (%s) AND " SWEEPABLE("expires_at"),
+	        lr_sb_str(&in)) ||
 	    !lr_db_queryf(lk->db,
 	                  "SELECT resource, SUM(permits) FROM lr_holds WHERE resource IN (%s) "
 	                  "GROUP BY resource",
@@ -687,7 +726,7 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 		}
 		lk->maybe_enqueued = false;
 		lk->queued = true;
-		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
+		lk->waiter_renew_ms = boot_ms() + WAITER_RENEW_MS;
 		take_wait_lock(lk);
 		goto out;
 	}
@@ -799,16 +838,59 @@ static bool release_named(struct lr_lock *lk)
 }
 
 /*
- * After a COMMIT whose answer was lost: looks the request id up. If the
- * grant exists it is ours, and we adopt it with its fences; otherwise the
- * transaction never happened and may be tried again. One query.
+ * Opens the transaction that settles a COMMIT whose answer was lost, on a
+ * new connection, and first WRITES the rows of all the request's resources
+ * (a ticket bump: gaps in tickets are harmless). That write is what makes
+ * the read after it unable to race the old COMMIT, which may still be in
+ * flight (an fsync stall, Galera flow control):
+ *  - One server: the old transaction locked those rows FOR UPDATE and
+ *    wrote them, and holds their X locks until its COMMIT lands or it is
+ *    rolled back. Our write waits for that; only then do we read. If it
+ *    waits longer than the lock wait timeout we get 1205 and settle again;
+ *    an old transaction whose COMMIT never arrives is rolled back by the
+ *    server's idle_transaction_timeout (5 s), which frees the rows. So
+ *    the read sees the old transaction's final outcome.
+ *  - Galera: row locks are node-local, but both transactions write the
+ *    same rows, so certification orders them. If the old one is ordered
+ *    first, ours is aborted (1213, or it fails certification at COMMIT)
+ *    and the next try reads after it (wsrep_sync_wait). If ours is ordered
+ *    first, the old one fails certification and can never commit. Either
+ *    way, what we read is final once our COMMIT succeeded, which is why
+ *    the caller acts only after that COMMIT.
+ * A plain or locking read alone would not do on Galera (reads lock
+ * nothing on other nodes), nor would KILLing the old connection (its
+ * transaction may be replicating already). Two round trips.
+ */
+static bool settle_begin(struct lr_lock *lk)
+{
+	struct lr_sb in;
+	bool ok;
+
+	lr_sb_init(&in);
+	add_name_list(lk, &in);
+	ok = lr_db_query(lk->db, "START TRANSACTION") &&
+	     lr_db_queryf(lk->db, "UPDATE lr_resources SET ticket = ticket + 1 WHERE name IN (%s)",
+	                  lr_sb_str(&in));
+	lr_sb_finish(&in);
+	return ok;
+}
+
+/*
+ * After a COMMIT whose answer was lost: looks the request id up, in a
+ * transaction that cannot race that COMMIT (settle_begin). If the grant
+ * exists and is live it is ours, and we adopt it with its fences;
+ * otherwise the grant never happened (or came too late to be used: it is
+ * closed and its holds removed) and may be tried again under a new id.
+ * Five round trips; a 1205 or 1213 leaves it to be settled again.
  */
 static enum tx settle(struct lr_lock *lk)
 {
 	MYSQL_ROW row;
 	size_t n = 0;
+	uint64_t gid = 0;
 
-	if (!lr_db_queryf(lk->db,
+	if (!settle_begin(lk) ||
+	    !lr_db_queryf(lk->db,
 	                  "SELECT g.id, h.resource, h.fence FROM lr_grants g "
 	                  "JOIN lr_holds h ON h.grant_id = g.id "
 	                  "WHERE g.request_id = '%s' AND h.expires_at > NOW(6)",
@@ -816,25 +898,36 @@ static enum tx settle(struct lr_lock *lk)
 		return failed(lk);
 	while ((row = lr_db_fetch(lk->db))) {
 		struct lr_item *it = find_item(lk, row[1]);
-		lk->grant_id = strtoull(row[0], NULL, 10);
+		gid = strtoull(row[0], NULL, 10);
 		if (it) {
 			it->fence = strtoull(row[2], NULL, 10);
 			n++;
 		}
 	}
+	if (n != lk->ntable) {
+		/* Not granted, or granted and already expired: close that log
+		 * entry and give back its holds, if they exist. */
+		if (!lr_db_queryf(lk->db,
+		                  "UPDATE lr_grants SET ended_at = NOW(6), end_reason = 'expired' "
+		                  "WHERE request_id = '%s' AND ended_at IS NULL",
+		                  lk->grant_rid) ||
+		    !lr_db_queryf(lk->db,
+		                  "DELETE h FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id "
+		                  "WHERE g.request_id = '%s'",
+		                  lk->grant_rid))
+			return failed(lk);
+	}
+	if (!lr_db_query(lk->db, "COMMIT"))
+		return failed(lk);
 	lk->maybe_committed = false;
 	if (n == lk->ntable) {
+		lk->grant_id = gid;
 		lr_log_info("adopted grant %llu after a lost commit answer",
 		            (unsigned long long)lk->grant_id);
 		lk->queued = false;
 		return TX_OK;
 	}
-	/* Not granted, or granted and already expired: close that log entry
-	 * if it exists, and try again under a new id (the old one is taken). */
-	lr_db_queryf(lk->db,
-	             "UPDATE lr_grants SET ended_at = NOW(6), end_reason = 'expired' "
-	             "WHERE request_id = '%s' AND ended_at IS NULL",
-	             lk->grant_rid);
+	/* Try again under a new id (the old one is taken). */
 	new_request_id(lk->grant_rid);
 	lk->grant_id = 0;
 	return TX_RETRY;
@@ -843,26 +936,34 @@ static enum tx settle(struct lr_lock *lk)
 /*
  * After an enqueue COMMIT whose answer was lost: our waiter rows either all
  * exist (one transaction wrote them) or none do. Adopt them with their
- * tickets, or know we are not queued. One query.
+ * tickets, or know we are not queued; settle_begin keeps the read from
+ * racing the old COMMIT. Four round trips.
  */
 static enum tx settle_queue(struct lr_lock *lk)
 {
 	MYSQL_ROW row;
 	size_t n = 0;
+	uint64_t tickets[lk->nitems];
 
-	if (!lr_db_queryf(lk->db, "SELECT resource, ticket FROM lr_waiters WHERE request_id = '%s'",
+	if (!settle_begin(lk) ||
+	    !lr_db_queryf(lk->db, "SELECT resource, ticket FROM lr_waiters WHERE request_id = '%s'",
 	                  lk->request_id))
 		return failed(lk);
 	while ((row = lr_db_fetch(lk->db))) {
 		struct lr_item *it = find_item(lk, row[0]);
 		if (it) {
-			it->ticket = strtoull(row[1], NULL, 10);
+			tickets[it - lk->items] = strtoull(row[1], NULL, 10);
 			n++;
 		}
 	}
+	if (!lr_db_query(lk->db, "COMMIT"))
+		return failed(lk);
 	lk->maybe_enqueued = false;
 	lk->queued = n == lk->ntable;
 	if (lk->queued) {
+		for (size_t i = 0; i < lk->nitems; i++)
+			if (is_table(&lk->items[i]))
+				lk->items[i].ticket = tickets[i];
 		lk->waiter_renew_ms = 0; /* renew at once: the answer came late */
 		take_wait_lock(lk);
 	}
@@ -884,7 +985,9 @@ static bool named_do(struct lr_lock *lk, const char *fn, const char *name)
 	bool ok;
 
 	lr_sb_init(&sb);
-	lr_sb_printf(&sb, "DO %s('%s'%s)", fn, name, strcmp(fn, "GET_LOCK") == 0 ? ", 0" : "");
+	lr_sb_printf(&sb, "DO %s(", fn);
+	lr_db_sb_quote(lk->db, &sb, name);
+	lr_sb_puts(&sb, strcmp(fn, "GET_LOCK") == 0 ? ", 0)" : ")");
 	ok = lr_db_query(lk->db, lr_sb_str(&sb));
 	lr_sb_finish(&sb);
 	return ok;
@@ -952,11 +1055,16 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 			r = TX_RETRY;
 		} else if (lk->maybe_enqueued) {
 			r = settle_queue(lk);
-			if (r == TX_RETRY && lr_db_connected(lk->db))
+			if (r != TX_RETRY)
+				return r;
+			if (!lk->maybe_enqueued) {
 				i--; /* settled: that was no attempt */
-			continue;
+				continue;
+			}
 		} else if (lk->maybe_committed) {
 			r = settle(lk);
+			if (r != TX_OK && r != TX_RETRY)
+				return r;
 			if (r == TX_OK) {
 				r = take_named(lk);
 				if (r != TX_OK) {
@@ -1016,19 +1124,19 @@ static void add_ticket_case(struct lr_lock *lk, struct lr_sb *sb)
  * waiters ahead of us, the oldest holder, and the waiter right ahead. */
 static void build_poll(struct lr_lock *lk, struct lr_sb *sb)
 {
-	lr_sb_puts(sb, "SELECT r.name, r.capacity, "
-	               "(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h "
-	               "WHERE h.resource = r.name AND h.expires_at > NOW(6)), "
-	               "(SELECT COUNT(*) FROM lr_waiters w WHERE w.resource = r.name "
-	               "AND w.expires_at > NOW(6) AND w.request_id <> ");
+	lr_sb_puts(sb, "SELECT r.name, r.capacity, (SELECT COALESCE(SUM(h.permits), 0) "
+	               "FROM lr_holds h WHERE h.resource = r.name AND ");
+	lr_sb_puts(sb, UNSWEPT("h.expires_at") "), (SELECT COUNT(*) FROM lr_waiters w "
+	                                       "WHERE w.resource = r.name AND ");
+	lr_sb_puts(sb, UNSWEPT("w.expires_at") " AND w.request_id <> ");
 	lr_db_sb_quote(lk->db, sb, lk->request_id);
 	if (lk->queued)
 		add_ticket_case(lk, sb);
 	lr_sb_puts(sb, "), (SELECT MIN(h.grant_id) FROM lr_holds h WHERE h.resource = r.name "
-	               "AND h.expires_at > NOW(6)), ");
+	               "AND " UNSWEPT("h.expires_at") "), ");
 	if (lk->queued) {
 		lr_sb_puts(sb, "(SELECT w.request_id FROM lr_waiters w WHERE w.resource = r.name "
-		               "AND w.expires_at > NOW(6) AND w.request_id <> ");
+		               "AND " UNSWEPT("w.expires_at") " AND w.request_id <> ");
 		lr_db_sb_quote(lk->db, sb, lk->request_id);
 		add_ticket_case(lk, sb);
 		lr_sb_puts(sb, " ORDER BY w.ticket DESC LIMIT 1)");
@@ -1083,7 +1191,10 @@ static bool looks_free(struct lr_lock *lk)
 				free_now = false;
 			if (lk->wake_on[0])
 				continue;
-			if (behind && row[5])
+			/* Read from a table, so checked before it goes back into
+			 * a statement: a row that is not one of ours is no
+			 * wake-up lock (polling still serves). */
+			if (behind && row[5] && request_id_valid(row[5]))
 				wait_lock_name(lk->wake_on, sizeof(lk->wake_on), row[5]);
 			else if (full && !behind && row[4])
 				grant_lock_name(lk->wake_on, sizeof(lk->wake_on),
@@ -1128,7 +1239,9 @@ static void wait_for_change(struct lr_lock *lk, unsigned ms)
 		return;
 	}
 	lr_sb_init(&sb);
-	lr_sb_printf(&sb, "SELECT GET_LOCK('%s', %u.%03u)", lk->wake_on, ms / 1000, ms % 1000);
+	lr_sb_puts(&sb, "SELECT GET_LOCK(");
+	lr_db_sb_quote(lk->db, &sb, lk->wake_on);
+	lr_sb_printf(&sb, ", %u.%03u)", ms / 1000, ms % 1000);
 	lr_db_set_op_timeout(lk->db, ms + 5000);
 	if (lr_db_query(lk->db, lr_sb_str(&sb)) && (row = lr_db_fetch(lk->db)) && row[0])
 		woke = strcmp(row[0], "1") == 0;
@@ -1142,17 +1255,19 @@ static void wait_for_change(struct lr_lock *lk, unsigned ms)
 	}
 }
 
-/* Keeps our queue places alive: waiters renew like holders, so a waiter
- * whose lockrun died stops blocking the queue when its rows expire. A
- * place already swept is lost; the next attempt queues again. */
+/* Keeps our queue places alive: every WAITER_RENEW_MS, for WAITER_TTL_MS
+ * from the server's now, whatever the lease ttl, so a waiter whose lockrun
+ * died stops blocking the queue within WAITER_TTL_MS + the grace. Like a
+ * renewal of a hold, it only extends places not yet sweepable. A place
+ * already swept is lost; the next attempt queues again. One statement. */
 static void renew_waiter(struct lr_lock *lk)
 {
 	if (!lk->queued || boot_ms() < lk->waiter_renew_ms || !ensure_connected(lk))
 		return;
 	if (lr_db_queryf(lk->db,
-	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %llu MICROSECOND "
-	                 "WHERE request_id = '%s' AND expires_at > NOW(6)",
-	                 (unsigned long long)lk->ttl_ms * 1000ULL, lk->request_id)) {
+	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
+	                 "WHERE request_id = '%s' AND " UNSWEPT("expires_at"),
+	                 WAITER_TTL_MS * 1000U, lk->request_id)) {
 		if (lr_db_affected_rows(lk->db) != lk->ntable) {
 			/* Some place was swept: give up the others too, or they
 			 * would stand in the way of our own next places. */
@@ -1162,12 +1277,12 @@ static void renew_waiter(struct lr_lock *lk)
 			lk->queued = false;
 			drop_wait_lock(lk);
 		}
-		lk->waiter_renew_ms = boot_ms() + lk->ttl_ms / 3;
+		lk->waiter_renew_ms = boot_ms() + WAITER_RENEW_MS;
 	}
 }
 
 /* Leaves the queue: on giving up, on a signal, on an error. Best effort:
- * rows left behind expire after the ttl anyway. One statement. */
+ * rows left behind expire after WAITER_TTL_MS anyway. One statement. */
 static void dequeue(struct lr_lock *lk)
 {
 	lr_lock_set_cancel(lk, NULL);
@@ -1204,8 +1319,15 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 	/* Stopped or failed with a COMMIT's answer lost: it may have granted.
 	 * Find out, and give back what we are not going to use. */
 	lr_lock_set_cancel(lk, NULL);
-	if (lk->maybe_committed && ensure_connected(lk) && settle(lk) == TX_OK)
-		lr_lock_release(lk, LR_END_ABORTED, 0);
+	for (int i = 0; i < TX_RETRIES && lk->maybe_committed && ensure_connected(lk); i++) {
+		enum tx s = settle(lk);
+		if (s == TX_OK)
+			lr_lock_release(lk, LR_END_ABORTED, 0);
+		if (s != TX_RETRY)
+			break;
+		if (lk->maybe_committed)
+			nap(lk, jitter(200));
+	}
 	dequeue(lk);
 	return a;
 }
@@ -1227,10 +1349,10 @@ static void announce(struct lr_lock *lk)
 		lr_sb_init(&q);
 		lr_sb_puts(&q,
 		           "SELECT h.resource, g.host, g.pid, LEFT(g.command, 40) FROM lr_holds h "
-		           "JOIN lr_grants g ON g.id = h.grant_id WHERE h.expires_at > NOW(6) "
-		           "AND h.resource IN (");
+		           "JOIN lr_grants g ON g.id = h.grant_id WHERE h.resource IN (");
 		add_name_list(lk, &q);
-		lr_sb_puts(&q, ") ORDER BY h.resource, h.fence LIMIT 4");
+		lr_sb_puts(
+		    &q, ") AND " UNSWEPT("h.expires_at") " ORDER BY h.resource, h.fence LIMIT 4");
 		if (lr_db_query(lk->db, lr_sb_str(&q))) {
 			while ((row = lr_db_fetch(lk->db))) {
 				struct lr_item *it = find_item(lk, row[0]);
@@ -1252,7 +1374,7 @@ static void announce(struct lr_lock *lk)
  * the queue of each of its resources and is granted only when it is first
  * in all of them and fits. Meanwhile it polls with a cheap read at a
  * jittered, growing interval (or sleeps in GET_LOCK on a holder's wake-up
- * lock), renews its queue places every ttl/3, and runs the locking
+ * lock), renews its queue places every WAITER_RENEW_MS, and runs the locking
  * transaction only when the read says it could succeed: a few statements
  * a second at most.
  */
@@ -1310,10 +1432,13 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 
 /*
  * Extends every hold of the grant by the ttl, from the server's now, but
- * only while none has expired: a hold that expired may already have been
- * swept and its permit granted to someone else. Matched rows (the
- * connection uses CLIENT_FOUND_ROWS) must equal the items. Named locks
- * live as long as their connection: a new connection means they are gone.
+ * only while none is sweepable: a hold past its grace may already have
+ * been swept and its permit granted to someone else. One that expired
+ * within the grace (the server's clock stepped forward) cannot have been:
+ * the sweep writes the same row, and until it is swept its permits count
+ * as used. Matched rows (the connection uses CLIENT_FOUND_ROWS) must
+ * equal the items. Named locks live as long as their connection: a new
+ * connection means they are gone.
  * One statement. Returns false on a database error (the lease is then
  * unknown); *lost is set when the lease is known to be gone.
  */
@@ -1343,7 +1468,7 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 	t0 = boot_ms();
 	if (!lr_db_queryf(lk->db,
 	                  "UPDATE lr_holds SET expires_at = NOW(6) + INTERVAL %llu MICROSECOND "
-	                  "WHERE grant_id = %llu AND expires_at > NOW(6)",
+	                  "WHERE grant_id = %llu AND " UNSWEPT("expires_at"),
 	                  (unsigned long long)lk->ttl_ms * 1000ULL,
 	                  (unsigned long long)lk->grant_id)) {
 		take_db_error(lk);
@@ -1396,6 +1521,7 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 	unsigned backoff = 20;
 	char exit_status[16] = "NULL", term_signal[16] = "NULL";
 	bool ok = !lk->grant_id;
+	unsigned e;
 
 	lr_lock_set_cancel(lk, NULL);
 	if (how == LR_END_EXITED)
@@ -1416,10 +1542,12 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 			ok = true;
 			break;
 		}
+		/* Judge the failed statement, not the ROLLBACK after it. */
+		e = lr_db_errno(lk->db);
 		take_db_error(lk);
 		if (lr_db_connected(lk->db))
 			lr_db_query(lk->db, "ROLLBACK");
-		if (!lr_db_error_is_retryable(lr_db_errno(lk->db)))
+		if (!lr_db_error_is_retryable(e))
 			break;
 		nap(lk, jitter(backoff));
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;

@@ -31,9 +31,21 @@
  *                       after the reply started arriving the client gets a
  *                       RST and the server connection is closed.  Logs
  *                       "fired drop-reply PATTERN" then.
+ *   hold-query PATTERN MS
+ *                       one shot: the next COM_QUERY whose SQL text starts
+ *                       with PATTERN is caught as drop-reply's is, but the
+ *                       client gets a RST as soon as the query has been
+ *                       read, and the query is passed to the server only
+ *                       MS ms later (a query still in flight when its
+ *                       client's connection is lost).  The server's reply
+ *                       is swallowed; 50 ms after it started arriving the
+ *                       server connection is closed and "fired hold-query
+ *                       PATTERN" is logged.  The trap is shared with
+ *                       drop-reply: arming one disarms the other.
  *   kill-all            reset (RST) both sides of every connection
- *   reset               blackhole off, delay 0, drop-reply disarmed (a
- *                       query already caught still has its reply dropped)
+ *   reset               blackhole off, delay 0, drop-reply and hold-query
+ *                       disarmed (a query already caught is still served
+ *                       as its trap said)
  *
  * Only the plaintext protocol can be inspected: no TLS, no compression.
  * Each direction buffers at most 1 MiB; while that is full, the sending
@@ -130,6 +142,7 @@ struct conn {
 	uint64_t trap_end; /* client->server position where the query ends */
 	int64_t fire_at;   /* when to cut the client off; 0: no reply yet */
 	char pattern[MAX_PATTERN + 1];
+	int64_t hold; /* hold-query: ms to hold the query; 0: drop-reply */
 	int done;
 };
 
@@ -139,6 +152,7 @@ struct proxy {
 	int blackhole;
 	int64_t delay;
 	int armed;
+	int64_t hold; /* the armed trap is hold-query's, holding this long */
 	char pattern[MAX_PATTERN + 1];
 	size_t pattern_len;
 	char line[CTL_LINE];
@@ -379,6 +393,7 @@ static void sniff_query(struct proxy *p, struct conn *c, const unsigned char *b,
 	if (p->armed && !strncasecmp(ps->sql, p->pattern, p->pattern_len)) {
 		p->armed = 0;
 		memcpy(c->pattern, p->pattern, sizeof(c->pattern));
+		c->hold = p->hold;
 		c->trap = TR_QUERY;
 	}
 }
@@ -445,7 +460,7 @@ static void fire_trap(const struct proxy *p, struct conn *c)
 	c->cfd = -1;
 	close_fd(&c->ufd);
 	c->done = 1;
-	log_event(p, "fired drop-reply", c->pattern);
+	log_event(p, c->hold ? "fired hold-query" : "fired drop-reply", c->pattern);
 }
 
 /* ---- connections ------------------------------------------------------- */
@@ -536,7 +551,14 @@ static void read_client(struct proxy *p, struct conn *c, int64_t now)
 	if (n == 0)
 		return;
 	parse_client(p, c, f->buf + f->len, (size_t)n, f->in);
-	flow_add(f, (size_t)n, now + p->delay, now);
+	flow_add(f, (size_t)n, now + p->delay + (c->trap == TR_NONE ? 0 : c->hold), now);
+	if (c->hold && c->trap == TR_FORWARD) {
+		/* The whole query is in: the client loses its connection, the
+		 * query goes on to the server when its time comes. */
+		abort_fd(c->cfd);
+		c->cfd = -1;
+		flow_clear(&c->down);
+	}
 }
 
 /* Read once from the server: into the server->client flow, or into the
@@ -576,7 +598,7 @@ static int want_client_input(const struct conn *c)
 
 static int want_upstream_input(const struct conn *c)
 {
-	return c->cfd >= 0 && (c->trap == TR_SWALLOW || flow_has_room(&c->down));
+	return c->trap == TR_SWALLOW || (c->cfd >= 0 && flow_has_room(&c->down));
 }
 
 /* Fill the two pollfds of a connection.  In a blackhole nothing is
@@ -669,11 +691,13 @@ static void relay(struct proxy *p, struct conn *c, const struct pollfd *pc, cons
 		client_gone(c);
 	if (c->trap == TR_FORWARD && c->ufd >= 0 && c->up.out >= c->trap_end)
 		c->trap = TR_SWALLOW;
-	if (c->trap == TR_SWALLOW && c->cfd >= 0 &&
+	if (c->trap == TR_SWALLOW && (c->cfd >= 0 || c->hold) &&
 	    ((c->fire_at && now >= c->fire_at) || c->ufd < 0)) {
 		fire_trap(p, c);
 		return;
 	}
+	if (c->hold && c->trap != TR_NONE && c->ufd >= 0)
+		return; /* the held query still has to reach the server */
 	finish_if_idle(c);
 }
 
@@ -850,6 +874,8 @@ static int64_t parse_ms(const char *s)
 	return v;
 }
 
+static int is_blank(char ch);
+
 /* Apply one command, split into its keyword and the (possibly empty)
  * rest.  Returns 0, or -1 if it is not understood. */
 static int apply_command(struct proxy *p, const char *cmd, const char *arg)
@@ -871,6 +897,19 @@ static int apply_command(struct proxy *p, const char *cmd, const char *arg)
 			return -1;
 		memcpy(p->pattern, arg, len + 1);
 		p->pattern_len = len;
+		p->hold = 0;
+		p->armed = 1;
+	} else if (!strcmp(cmd, "hold-query")) {
+		const char *sp = strrchr(arg, ' ');
+		len = sp ? (size_t)(sp - arg) : 0;
+		while (len > 0 && is_blank(arg[len - 1]))
+			len--;
+		if (len == 0 || len > MAX_PATTERN || (ms = parse_ms(sp + 1)) <= 0)
+			return -1;
+		memcpy(p->pattern, arg, len);
+		p->pattern[len] = '\0';
+		p->pattern_len = len;
+		p->hold = ms;
 		p->armed = 1;
 	} else if (!strcmp(cmd, "kill-all") && !*arg) {
 		kill_all(p);
