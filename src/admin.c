@@ -181,7 +181,7 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 	lr_sb_printf(&sb,
 	             "SELECT r.name, r.kind, r.capacity, COALESCE(SUM(h.permits), 0), r.fence "
 	             "FROM lr_resources r LEFT JOIN lr_holds h "
-	             "ON h.resource = r.name AND h.expires_at > NOW(6) %s "
+	             "ON h.resource = r.name AND h.expires_at > NOW(6) - " LR_SQL_GRACE " %s "
 	             "GROUP BY r.name, r.kind, r.capacity, r.fence ORDER BY r.name",
 	             lr_sb_str(&where));
 	if (!lr_db_query(db, lr_sb_str(&sb)))
@@ -199,7 +199,9 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 	}
 	*found = nres > 0;
 	/* Holders (type 0, by token) then waiters (type 1, in queue order),
-	 * for every resource, in one result sorted the way it is printed. */
+	 * for every resource, in one result sorted the way it is printed.
+	 * Rows expired but not yet sweepable still count, as they do for
+	 * acquirers (LR_SWEEP_GRACE_MS). */
 	lr_sb_reset(&sb);
 	lr_sb_printf(&sb,
 	             "SELECT h.resource, 0, h.permits, h.fence, g.id, g.host, g.pid, g.os_user, "
@@ -208,14 +210,14 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 	             "TIMESTAMPDIFF(MICROSECOND, NOW(6), h.expires_at) "
 	             "FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id "
 	             "JOIN lr_resources r ON r.name = h.resource "
-	             "%s%s h.expires_at > NOW(6) "
+	             "%s%s h.expires_at > NOW(6) - " LR_SQL_GRACE " "
 	             "UNION ALL "
 	             "SELECT w.resource, 1, w.permits, w.ticket, w.request_id, w.host, w.pid, "
 	             "w.os_user, w.command, DATE_FORMAT(w.since, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
 	             "DATE_FORMAT(w.expires_at, '%%Y-%%m-%%dT%%H:%%i:%%S.%%fZ'), "
 	             "TIMESTAMPDIFF(MICROSECOND, NOW(6), w.expires_at) "
 	             "FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource "
-	             "%s%s w.expires_at > NOW(6) ORDER BY 1, 2, 4",
+	             "%s%s w.expires_at > NOW(6) - " LR_SQL_GRACE " ORDER BY 1, 2, 4",
 	             name ? lr_sb_str(&where) : "WHERE", name ? " AND" : "",
 	             name ? lr_sb_str(&where) : "WHERE", name ? " AND" : "");
 	if (!lr_db_query(db, lr_sb_str(&sb)))
@@ -280,7 +282,8 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 				json_str(out, h[7]);
 				fputs(",\"command\":", out);
 				json_str(out, h[8]);
-				fprintf(out, ",\"since\":\"%s\",\"expires\":\"%s\"}", h[9], h[10]);
+				fprintf(out, ",\"since\":\"%s\",\"expires\":\"%s\",\"expired\":%s}",
+				        h[9], h[10], left <= 0 ? "true" : "false");
 			} else {
 				/* Two lines, each within 80 columns whatever the names;
 				 * stored text is shown escaped, so no row can send a
@@ -292,7 +295,11 @@ bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *fo
 				show(out, h[5], 16, 0);
 				fprintf(out, ":%s ", h[6]);
 				show(out, h[7], 10, 0);
-				if (type == 0)
+				if (type == 0 && left <= 0)
+					/* Still counted as used: see LR_SWEEP_GRACE_MS. */
+					fprintf(out, ", token %s, expired %.0fs ago\n", h[3],
+					        -left);
+				else if (type == 0)
 					fprintf(out, ", token %s, lease %.0fs left\n", h[3], left);
 				else
 					fprintf(out, ", %s permit%s\n", h[2],

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "strbuf.h"
+#include "text.h"
 
 /* A read-write lock is a semaphore of this many permits: a reader takes one,
  * a writer takes them all, so one counting rule serves every kind. */
@@ -22,26 +23,6 @@
 #define LOCK_WAIT_TIMEOUT_S 2
 #define POLL_MIN_MS         40
 #define POLL_MAX_MS         500
-
-/*
- * The sweep's grace. A hold or a waiter row is swept (and its permits
- * granted to others) only once it expired more than this long ago by the
- * server's clock; until then it counts as live everywhere, and its owner
- * may still renew it. A forward step of the server's clock (NTP, a VM
- * resumed, a manual `date`) of up to this much therefore ends no lease
- * early: a holder stops its command ttl after its last renewal by its own
- * clock, and nobody else is granted before ttl + grace by the server's.
- * The cost: a crashed holder's lock is free after ttl + grace, not ttl.
- * 5 s is well above what time daemons step by after a short outage and
- * small next to the ttl users choose.
- */
-#define SWEEP_GRACE_MS 5000
-#define STR_(x)        #x
-#define STR(x)         STR_(x)
-#define GRACE_SQL      "INTERVAL " STR(SWEEP_GRACE_MS) "000 MICROSECOND"
-/* "Not yet sweepable": the rule for everything that counts live use. */
-#define UNSWEPT(col)   col " > NOW(6) - " GRACE_SQL
-#define SWEEPABLE(col) col " <= NOW(6) - " GRACE_SQL
 
 /* A place in a queue lives this long unless renewed, whatever the ttl, so
  * a waiter that died holds back those behind it for at most this plus the
@@ -686,18 +667,19 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 	r = check_rows(lk, caps, tickets);
 	if (r != TX_OK)
 		goto rollback;
-	if (!lr_db_queryf(
-	        lk->db,
-	        "UPDATE lr_grants g JOIN lr_holds h ON h.grant_id = g.id "
-	        "SET g.ended_at = h.expires_at, g.end_reason = 'expired' "
-	        "WHERE h.resource IN (%s) AND " SWEEPABLE("h.expires_at") " AND g.ended_at IS NULL",
-	        lr_sb_str(&in)) ||
-	    !lr_db_queryf(
-	        lk->db, "DELETE FROM lr_holds WHERE resource IN (%s) AND " SWEEPABLE("expires_at"),
-	        lr_sb_str(&in)) ||
+	if (!lr_db_queryf(lk->db,
+	                  "UPDATE lr_grants g JOIN lr_holds h ON h.grant_id = g.id "
+	                  "SET g.ended_at = h.expires_at, g.end_reason = 'expired' "
+	                  "WHERE h.resource IN (%s) AND " LR_SQL_SWEEPABLE(
+	                      "h.expires_at") " AND g.ended_at IS NULL",
+	                  lr_sb_str(&in)) ||
 	    !lr_db_queryf(
 	        lk->db,
-	        "DELETE FROM lr_waiters WHERE resource IN (%s) AND " SWEEPABLE("expires_at"),
+	        "DELETE FROM lr_holds WHERE resource IN (%s) AND " LR_SQL_SWEEPABLE("expires_at"),
+	        lr_sb_str(&in)) ||
+	    !lr_db_queryf(
+	        lk->db,
+	        "DELETE FROM lr_waiters WHERE resource IN (%s) AND " LR_SQL_SWEEPABLE("expires_at"),
 	        lr_sb_str(&in)) ||
 	    !lr_db_queryf(lk->db,
 	                  "SELECT resource, SUM(permits) FROM lr_holds WHERE resource IN (%s) "
@@ -1126,17 +1108,17 @@ static void build_poll(struct lr_lock *lk, struct lr_sb *sb)
 {
 	lr_sb_puts(sb, "SELECT r.name, r.capacity, (SELECT COALESCE(SUM(h.permits), 0) "
 	               "FROM lr_holds h WHERE h.resource = r.name AND ");
-	lr_sb_puts(sb, UNSWEPT("h.expires_at") "), (SELECT COUNT(*) FROM lr_waiters w "
-	                                       "WHERE w.resource = r.name AND ");
-	lr_sb_puts(sb, UNSWEPT("w.expires_at") " AND w.request_id <> ");
+	lr_sb_puts(sb, LR_SQL_UNSWEPT("h.expires_at") "), (SELECT COUNT(*) FROM lr_waiters w "
+	                                              "WHERE w.resource = r.name AND ");
+	lr_sb_puts(sb, LR_SQL_UNSWEPT("w.expires_at") " AND w.request_id <> ");
 	lr_db_sb_quote(lk->db, sb, lk->request_id);
 	if (lk->queued)
 		add_ticket_case(lk, sb);
 	lr_sb_puts(sb, "), (SELECT MIN(h.grant_id) FROM lr_holds h WHERE h.resource = r.name "
-	               "AND " UNSWEPT("h.expires_at") "), ");
+	               "AND " LR_SQL_UNSWEPT("h.expires_at") "), ");
 	if (lk->queued) {
 		lr_sb_puts(sb, "(SELECT w.request_id FROM lr_waiters w WHERE w.resource = r.name "
-		               "AND " UNSWEPT("w.expires_at") " AND w.request_id <> ");
+		               "AND " LR_SQL_UNSWEPT("w.expires_at") " AND w.request_id <> ");
 		lr_db_sb_quote(lk->db, sb, lk->request_id);
 		add_ticket_case(lk, sb);
 		lr_sb_puts(sb, " ORDER BY w.ticket DESC LIMIT 1)");
@@ -1266,7 +1248,7 @@ static void renew_waiter(struct lr_lock *lk)
 		return;
 	if (lr_db_queryf(lk->db,
 	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
-	                 "WHERE request_id = '%s' AND " UNSWEPT("expires_at"),
+	                 "WHERE request_id = '%s' AND " LR_SQL_UNSWEPT("expires_at"),
 	                 WAITER_TTL_MS * 1000U, lk->request_id)) {
 		if (lr_db_affected_rows(lk->db) != lk->ntable) {
 			/* Some place was swept: give up the others too, or they
@@ -1351,14 +1333,23 @@ static void announce(struct lr_lock *lk)
 		           "SELECT h.resource, g.host, g.pid, LEFT(g.command, 40) FROM lr_holds h "
 		           "JOIN lr_grants g ON g.id = h.grant_id WHERE h.resource IN (");
 		add_name_list(lk, &q);
-		lr_sb_puts(
-		    &q, ") AND " UNSWEPT("h.expires_at") " ORDER BY h.resource, h.fence LIMIT 4");
+		lr_sb_puts(&q, ") AND " LR_SQL_UNSWEPT(
+		                   "h.expires_at") " ORDER BY h.resource, h.fence LIMIT 4");
 		if (lr_db_query(lk->db, lr_sb_str(&q))) {
 			while ((row = lr_db_fetch(lk->db))) {
+				/* Host and command are whatever another client
+				 * stored: shown escaped, never raw on a terminal. */
 				struct lr_item *it = find_item(lk, row[0]);
-				lr_sb_printf(&sb, "%s '%s' held by %s:%s (%s)", n ? "," : ";",
-				             it ? display_name(it) : row[0], row[1], row[2],
-				             row[3]);
+				lr_sb_puts(&sb, n ? ", '" : "; '");
+				if (it)
+					lr_sb_puts(&sb, display_name(it));
+				else
+					lr_text_show(&sb, row[0], 80);
+				lr_sb_puts(&sb, "' held by ");
+				lr_text_show(&sb, row[1], 64);
+				lr_sb_printf(&sb, ":%s (", row[2]);
+				lr_text_show(&sb, row[3], 40);
+				lr_sb_puts(&sb, ")");
 				n++;
 			}
 		}
@@ -1468,7 +1459,7 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 	t0 = boot_ms();
 	if (!lr_db_queryf(lk->db,
 	                  "UPDATE lr_holds SET expires_at = NOW(6) + INTERVAL %llu MICROSECOND "
-	                  "WHERE grant_id = %llu AND " UNSWEPT("expires_at"),
+	                  "WHERE grant_id = %llu AND " LR_SQL_UNSWEPT("expires_at"),
 	                  (unsigned long long)lk->ttl_ms * 1000ULL,
 	                  (unsigned long long)lk->grant_id)) {
 		take_db_error(lk);

@@ -19,6 +19,27 @@
 
 #define LR_NAME_MAX 64
 
+/*
+ * The sweep's grace. A hold or a waiter row is swept (and its permits
+ * granted to others) only once it expired more than this long ago by the
+ * server's clock; until then it counts as live everywhere (acquire, poll,
+ * lockrunctl status), and its owner may still renew it. A forward step of
+ * the server's clock (NTP, a VM resumed, a manual `date`) of up to this
+ * much therefore ends no lease early: a holder stops its command ttl after
+ * its last renewal by its own clock, and nobody else is granted before
+ * ttl + grace by the server's. The cost: a crashed holder's lock is free
+ * after ttl + grace, not ttl. 5 s is well above what time daemons step by
+ * after a short outage and small next to the ttl users choose.
+ */
+#define LR_SWEEP_GRACE_MS 5000
+#define LR_STR_(x)        #x
+#define LR_STR(x)         LR_STR_(x)
+#define LR_SQL_GRACE      "INTERVAL " LR_STR(LR_SWEEP_GRACE_MS) "000 MICROSECOND"
+/* SQL conditions on an expiry column: "not yet sweepable", the rule for
+ * everything that counts live use, and its negation. */
+#define LR_SQL_UNSWEPT(col)   col " > NOW(6) - " LR_SQL_GRACE
+#define LR_SQL_SWEEPABLE(col) col " <= NOW(6) - " LR_SQL_GRACE
+
 enum lr_kind {
 	LR_KIND_SEMAPHORE,
 	LR_KIND_MUTEX,

@@ -527,8 +527,10 @@ static int run_locked(struct run *r)
 		struct lr_sup_status st = lr_sup_status(r->sup);
 		if (!lr_lock_release(&r->lock, st.signaled ? LR_END_SIGNALED : LR_END_EXITED,
 		                     st.signaled ? st.signo : st.code))
-			lr_log_warn("could not release grant %llu (%s); it expires within %g s",
-			            (unsigned long long)r->lock.grant_id, r->lock.err, r->ttl);
+			lr_log_warn(
+			    "could not release grant %llu (%s); it is free again within %g s",
+			    (unsigned long long)r->lock.grant_id, r->lock.err,
+			    r->ttl + LR_SWEEP_GRACE_MS / 1000.0);
 		else
 			lr_log_info("released grant %llu", (unsigned long long)r->lock.grant_id);
 	}
