@@ -8,6 +8,7 @@
 
 load helpers/common
 load helpers/records
+load helpers/proxy
 
 bats_require_minimum_version 1.5.0
 
@@ -20,14 +21,6 @@ teardown() {
 	lr_server_resume "$LR_DB" 2>/dev/null || true
 	lr_server_running "$LR_DB" || lr_server_start "$LR_DB" "$LR_PORT" >/dev/null
 	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
-}
-
-# A command that records enter (with its token), runs until SIGTERM, and
-# records leave when it gets it.
-loop_cmd() {
-	local name=$1
-	printf 'flock %q sh -c "echo enter %s \\$LOCKRUN_FENCE >>%q"; trap "flock %q sh -c \\"echo leave %s >>%q\\"; exit 0" TERM; while :; do sleep 0.05; done' \
-		"$rec.lk" "$name" "$rec" "$rec.lk" "$name" "$rec"
 }
 
 ms_since() {
@@ -157,26 +150,7 @@ ms_since() {
 	lr_server_resume "$LR_DB"
 }
 
-# proxy: start lrproxy in front of the suite's server; sets proxy_port,
-# fifo (its control FIFO) and pconf (a config that goes through it).
-proxy() {
-	fifo=$BATS_TEST_TMPDIR/ctl
-	"$LR_TOOLS/lrproxy" --target "$LR_PORT" --port-file "$BATS_TEST_TMPDIR/proxy.port" \
-		--control "$fifo" >/dev/null 3>&- &
-	proxy_pid=$!
-	lr_wait_for test -s "$BATS_TEST_TMPDIR/proxy.port"
-	proxy_port=$(cat "$BATS_TEST_TMPDIR/proxy.port")
-	pconf=$BATS_TEST_TMPDIR/proxy.conf
-	sed "s/^port = .*/port = $proxy_port/" "$LR_DB/lockrun.conf" >"$pconf"
-	printf 'connect_timeout = 1\n' >>"$pconf"
-	chmod 600 "$pconf"
-}
 
-# pctl COMMAND: tell the proxy, and wait until it has done it.
-pctl() {
-	echo "$*" >"$fifo"
-	lr_wait_for grep -qx "ok $*" "$fifo.log"
-}
 
 @test "connection blackholed: the holder's command is stopped before anyone else's starts" {
 	proxy

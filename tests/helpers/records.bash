@@ -43,3 +43,11 @@ setup_records() {
 	rec=$BATS_TEST_TMPDIR/rec
 	: >"$rec"
 }
+
+# A command that records enter (with its token), runs until SIGTERM, and
+# records leave when it gets it (into $rec, under its flock).
+loop_cmd() {
+	local name=$1
+	printf 'flock %q sh -c "echo enter %s \\$LOCKRUN_FENCE >>%q"; trap "flock %q sh -c \\"echo leave %s >>%q\\"; exit 0" TERM; while :; do sleep 0.05; done' \
+		"$rec.lk" "$name" "$rec" "$rec.lk" "$name" "$rec"
+}
