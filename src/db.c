@@ -583,7 +583,11 @@ bool lr_db_connect(lr_db *db)
 		ok = connect_host(db, db->p->nhosts ? db->p->hosts[i] : NULL);
 		if (ok)
 			break;
-		if (!first_err || first_err == LR_DB_ETIMEDOUT)
+		/* The error that stands for all: a full host over any other (the
+		 * database is there, only busy), then the first that is not a
+		 * timeout (it says more). */
+		if (!first_err || first_err == LR_DB_ETIMEDOUT ||
+		    (lr_db_error_is_busy(db->err) && !lr_db_error_is_busy(first_err)))
 			first_err = db->err;
 		if (why.len)
 			lr_sb_puts(&why, "; ");
@@ -754,6 +758,23 @@ bool lr_db_error_is_retryable(unsigned err)
 	return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT ||
 	       err == ER_UNKNOWN_COM_ERROR || err == ER_QUERY_INTERRUPTED ||
 	       lr_db_error_is_connection(err);
+}
+
+/*
+ * Errors of a server that is up and would serve us, but not one more
+ * connection now: too many connections, in all (1040) or for this
+ * account (1203 for the server's max_user_connections; 1226 for the
+ * account's own MAX_USER_CONNECTIONS, and also for its hourly quotas of
+ * connections and queries, met at login or by the SELECT 1 after it), or
+ * no thread or memory for one more (1135, 1041). Each ends by itself: when others disconnect, the
+ * load drops, or the hour turns. Not 1047 (a Galera node outside the cluster: another host may
+ * serve, and a partition does not heal by waiting) nor 1053 (the server is going away).
+ */
+bool lr_db_error_is_busy(unsigned err)
+{
+	return err == ER_CON_COUNT_ERROR || err == ER_TOO_MANY_USER_CONNECTIONS ||
+	       err == ER_USER_LIMIT_REACHED || err == ER_CANT_CREATE_THREAD ||
+	       err == ER_OUT_OF_RESOURCES;
 }
 
 /* Errors that leave the connection unusable: drop it and reconnect. */

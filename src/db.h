@@ -73,5 +73,6 @@ const char *lr_db_error(const lr_db *db);
 const char *lr_db_server(const lr_db *db);
 bool lr_db_error_is_retryable(unsigned err);
 bool lr_db_error_is_connection(unsigned err);
+bool lr_db_error_is_busy(unsigned err);
 
 #endif

@@ -30,6 +30,12 @@
 #define WAITER_TTL_MS   10000
 #define WAITER_RENEW_MS 3000
 
+/* Pace of connection attempts to a server that is full: each try costs it
+ * a login, so back off to one every 2 s (jittered) rather than add to the
+ * crowd. */
+#define FULL_BACKOFF_MIN_MS 50
+#define FULL_BACKOFF_MAX_MS 2000
+
 const char *lr_kind_name(enum lr_kind k)
 {
 	switch (k) {
@@ -320,15 +326,103 @@ static bool session_setup(struct lr_lock *lk)
 	return true;
 }
 
+/* The connect error in lk->err; a full server is named as such, and
+ * remembered, as it makes a wait that runs out "not acquired". */
+static void take_connect_error(struct lr_lock *lk)
+{
+	lk->server_full = lr_db_error_is_busy(lr_db_errno(lk->db));
+	snprintf(lk->err, sizeof(lk->err), "%s%s",
+	         lk->server_full ? "the database server is full: " : "", lr_db_error(lk->db));
+}
+
 static bool ensure_connected(struct lr_lock *lk)
 {
 	if (lr_db_connected(lk->db) && lk->setup_gen == lr_db_generation(lk->db))
 		return true;
-	if ((lr_db_connected(lk->db) || lr_db_connect(lk->db)) && session_setup(lk)) {
+	if (!lr_db_connected(lk->db) && !lr_db_connect(lk->db)) {
+		take_connect_error(lk);
+		return false;
+	}
+	lk->server_full = false;
+	if (session_setup(lk)) {
 		lk->db_trouble = false;
 		return true;
 	}
 	take_db_error(lk);
+	return false;
+}
+
+/*
+ * Connects for a request that may wait *wait_s seconds (< 0: forever, 0:
+ * one try), before anything is asked of the lock tables. A server that
+ * turns us away only because it is full (lr_db_error_is_busy: too many
+ * connections, a per-account limit or quota) is tried again after a
+ * jittered backoff, FULL_BACKOFF_MIN_MS doubling to FULL_BACKOFF_MAX_MS,
+ * until it lets us in or the wait runs out: a full database is waited
+ * through like a busy lock. Any other failure (refused port, name lookup,
+ * login, missing database) ends it at once. Says so once (a warning, and
+ * the plan at -v), not per try. On return *wait_s is what is left of the
+ * wait (never below 0). False with *why LR_ACQ_FULL (still full when the
+ * wait ran out), LR_ACQ_CANCELED or LR_ACQ_ERROR, and lk->err saying why.
+ * Costs one connection attempt per try; a full server is asked nothing
+ * else.
+ */
+bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why)
+{
+	double wait = *wait_s;
+	uint64_t start = now_ms(), now;
+	uint64_t deadline = wait < 0 ? UINT64_MAX : start + (uint64_t)llround(wait * 1000.0);
+	unsigned backoff = FULL_BACKOFF_MIN_MS, ms;
+	bool ok;
+
+	for (;;) {
+		ok = lr_db_connect(lk->db);
+		if (ok || canceled(lk) || !lr_db_error_is_busy(lr_db_errno(lk->db)))
+			break;
+		now = now_ms();
+		if (now >= deadline)
+			break;
+		if (!lk->db_trouble) {
+			lr_log_warn("database server full, still trying: %s", lr_db_error(lk->db));
+			if (wait < 0)
+				lr_log_info(
+				    "retrying the connection every %u ms to %u s (jittered) "
+				    "until the server lets us in",
+				    FULL_BACKOFF_MIN_MS, FULL_BACKOFF_MAX_MS / 1000);
+			else
+				lr_log_info(
+				    "retrying the connection every %u ms to %u s (jittered) "
+				    "for up to %g s",
+				    FULL_BACKOFF_MIN_MS, FULL_BACKOFF_MAX_MS / 1000, wait);
+			lk->db_trouble = true;
+		}
+		ms = jitter(backoff);
+		nap(lk, now + ms > deadline ? (unsigned)(deadline - now) + 1 : ms);
+		backoff = backoff * 2 > FULL_BACKOFF_MAX_MS ? FULL_BACKOFF_MAX_MS : backoff * 2;
+	}
+	now = now_ms();
+	if (wait > 0)
+		*wait_s = now >= deadline ? 0 : (double)(deadline - now) / 1000.0;
+	if (ok) {
+		if (lk->db_trouble)
+			lr_log_info("connected after %.1f s of a full server",
+			            (now - start) / 1000.0);
+		lk->db_trouble = false;
+		return true;
+	}
+	take_connect_error(lk);
+	if (canceled(lk)) {
+		*why = LR_ACQ_CANCELED;
+	} else if (lk->server_full) {
+		*why = LR_ACQ_FULL;
+		if (wait > 0)
+			snprintf(lk->err, sizeof(lk->err),
+			         "the database server was still full after %.1f s: %s",
+			         (now - start) / 1000.0, lr_db_error(lk->db));
+	} else {
+		*why = LR_ACQ_ERROR;
+		snprintf(lk->err, sizeof(lk->err), "cannot connect to %s", lr_db_error(lk->db));
+	}
 	return false;
 }
 
@@ -1035,6 +1129,10 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 				lr_log_warn("database trouble, still trying: %s", lk->err);
 			lk->db_trouble = true;
 			r = TX_RETRY;
+			/* Full past the end of the wait: that is "not acquired",
+			 * and more tries would only cost the server logins. */
+			if (lk->server_full && now_ms() >= lk->wait_until)
+				break;
 		} else if (lk->maybe_enqueued) {
 			r = settle_queue(lk);
 			if (r != TX_RETRY)
@@ -1295,7 +1393,9 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 		a = LR_ACQ_INVALID;
 		break;
 	default:
-		a = canceled(lk) ? LR_ACQ_CANCELED : LR_ACQ_ERROR;
+		/* A wait that ran out on a full server is a lock not acquired
+		 * in time, not a database that is gone. */
+		a = canceled(lk) ? LR_ACQ_CANCELED : lk->server_full ? LR_ACQ_FULL : LR_ACQ_ERROR;
 		break;
 	}
 	/* Stopped or failed with a COMMIT's answer lost: it may have granted.
@@ -1375,6 +1475,7 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 	unsigned interval = POLL_MIN_MS;
 	bool announced = false;
 
+	lk->wait_until = deadline;
 	for (;;) {
 		bool last = now_ms() >= deadline;
 		enum tx r = attempt(lk, !last);

@@ -70,6 +70,7 @@ enum lr_acquire {
 	LR_ACQ_BUSY,     /* not available (and waiting ran out or was not wanted) */
 	LR_ACQ_KEY_BUSY, /* the idempotency key is held by a live grant */
 	LR_ACQ_INVALID,  /* cannot ever be granted: unknown semaphore, count > capacity */
+	LR_ACQ_FULL,     /* the server stayed full (too many connections) until the wait ran out */
 	LR_ACQ_CANCELED, /* the cancel flag was raised while waiting */
 	LR_ACQ_ERROR,    /* the database failed us */
 };
@@ -97,6 +98,8 @@ struct lr_lock {
 	unsigned setup_gen;  /* the connection the session was set up on */
 	bool galera;         /* wsrep_on: named locks are node-local */
 	bool db_trouble;     /* told the user the database is away */
+	bool server_full;    /* the last connect failed only because the server is full */
+	uint64_t wait_until; /* CLOCK_MONOTONIC ms: when lr_lock_acquire's wait ends */
 	bool wake_held;      /* we hold our grant's wake-up lock */
 	bool wait_lock_held; /* we hold our queue place's wake-up lock */
 	char wake_on[64];    /* a wake-up lock to block on while waiting */
@@ -119,6 +122,7 @@ bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t
 void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag);
 
 bool lr_lock_needs_tables(const struct lr_lock *lk);
+bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why);
 enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s);
 bool lr_lock_renew(struct lr_lock *lk, bool *lost);
 

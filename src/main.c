@@ -420,6 +420,11 @@ static int acquire_failed(struct run *r, enum lr_acquire a)
 		if (r->cli.verbosity >= 0)
 			lr_log_error("not acquired: %s", r->lock.err);
 		return r->cfg.lock.conflict_exit;
+	case LR_ACQ_FULL:
+		/* Not acquired in time, like a busy lock (and -E applies), but
+		 * said even with -q: the cause is the database, not a holder. */
+		lr_log_error("not acquired: %s", r->lock.err);
+		return r->cfg.lock.conflict_exit;
 	case LR_ACQ_INVALID:
 		lr_log_error("%s", r->lock.err);
 		return LR_EXIT_USAGE;
@@ -439,6 +444,7 @@ static int run_locked(struct run *r)
 	struct lr_owner owner;
 	enum lr_acquire a;
 	char **env = NULL;
+	double wait;
 	int rc;
 
 	owner_of(&owner, cmd);
@@ -456,14 +462,12 @@ static int run_locked(struct run *r)
 			goto out;
 		}
 	}
-	lr_db_set_cancel(r->db, &r->stop);
-	if (!lr_db_connect(r->db)) {
-		if (r->stop) {
-			rc = LR_EXIT_SIGBASE + r->stop_signal;
-			goto out;
-		}
-		lr_log_error("cannot connect to %s", lr_db_error(r->db));
-		rc = LR_EXIT_UNAVAILABLE;
+	/* A full server is waited for within --wait; what is left of it is
+	 * for the locks. */
+	lr_lock_set_cancel(&r->lock, &r->stop);
+	wait = r->cfg.lock.wait;
+	if (!lr_lock_connect(&r->lock, &wait, &a)) {
+		rc = acquire_failed(r, a);
 		goto out;
 	}
 	/* Named locks alone need no schema. */
@@ -472,8 +476,7 @@ static int run_locked(struct run *r)
 		rc = r->stop ? LR_EXIT_SIGBASE + r->stop_signal : LR_EXIT_UNAVAILABLE;
 		goto out;
 	}
-	lr_lock_set_cancel(&r->lock, &r->stop);
-	a = lr_lock_acquire(&r->lock, r->cfg.lock.wait);
+	a = lr_lock_acquire(&r->lock, wait);
 	if (a != LR_ACQ_GRANTED) {
 		rc = acquire_failed(r, a);
 		goto out;
