@@ -71,13 +71,16 @@ note() {
 }
 
 @test "waiters started in a known order are served in that order" {
-	"$LOCKRUN" -x fifo -- sleep 1 3>&- &
+	# The holder stays until all six wait, however slow the machine.
+	local gate=$BATS_TEST_TMPDIR/gate
+	"$LOCKRUN" -x fifo -- sh -c "while [ ! -e $gate ]; do sleep 0.05; done" 3>&- &
 	lr_wait_eq 1 holds fifo
 	local i
 	for i in 1 2 3 4 5 6; do
 		"$LOCKRUN" -x fifo -- sh -c "$(note "$rec" "$i")" 3>&- &
 		lr_wait_eq "$i" waiters fifo
 	done
+	touch "$gate"
 	wait
 	assert_equal "$(tr '\n' ' ' <"$rec")" "1 2 3 4 5 6 "
 	assert_equal "$(waiters)" 0
@@ -212,7 +215,8 @@ note() {
 
 @test "status --json shows what is held and waiting, in queue order" {
 	ctl set shown 2
-	"$LOCKRUN" -s shown:2 -- sleep 2 3>&- &
+	local gate=$BATS_TEST_TMPDIR/gate
+	"$LOCKRUN" -s shown:2 -- sh -c "while [ ! -e $gate ]; do sleep 0.05; done" 3>&- &
 	local holder=$!
 	lr_wait_eq 2 holds shown
 	"$LOCKRUN" -s shown:1 -- true 3>&- &
@@ -242,6 +246,7 @@ print("waiters", *[(w["pid"], w["permits"]) for w in r["waiters"]])' "$output"
 	assert_line --index 5 --regexp "^  waiter 2: .*:$w2 .*, 2 permits$"
 	local line
 	for line in "${lines[@]}"; do ((${#line} <= 80)) || fail "wider than 80 columns: $line"; done
+	touch "$gate"
 	wait
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status nosuch
 	assert_failure 1
