@@ -11,6 +11,7 @@
 
 #include <mysqld_error.h>
 
+#include "btimer.h"
 #include "log.h"
 #include "strbuf.h"
 #include "text.h"
@@ -274,12 +275,10 @@ static bool is_table(const struct lr_item *it)
 	return it->kind != LR_KIND_NAMED;
 }
 
+/* Lease times are on the supervisor's clock, CLOCK_BOOTTIME (btimer.h). */
 static uint64_t boot_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return lr_btimer_now_ms();
 }
 
 static void take_db_error(struct lr_lock *lk)
