@@ -275,12 +275,6 @@ static bool is_table(const struct lr_item *it)
 	return it->kind != LR_KIND_NAMED;
 }
 
-/* Lease times are on the supervisor's clock, CLOCK_BOOTTIME (btimer.h). */
-static uint64_t boot_ms(void)
-{
-	return lr_btimer_now_ms();
-}
-
 static void take_db_error(struct lr_lock *lk)
 {
 	snprintf(lk->err, sizeof(lk->err), "%s", lr_db_error(lk->db));
@@ -747,7 +741,7 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 	lr_sb_init(&in);
 	lr_sb_init(&sb);
 	add_name_list(lk, &in);
-	lk->valid_from_ms = boot_ms();
+	lk->valid_from_ms = lr_btimer_now_ms();
 	if (!lr_db_query(lk->db, "START TRANSACTION"))
 		goto db_fail;
 	lr_sb_printf(
@@ -801,7 +795,7 @@ static enum tx try_table(struct lr_lock *lk, bool may_enqueue)
 		}
 		lk->maybe_enqueued = false;
 		lk->queued = true;
-		lk->waiter_renew_ms = boot_ms() + WAITER_RENEW_MS;
+		lk->waiter_renew_ms = lr_btimer_now_ms() + WAITER_RENEW_MS;
 		take_wait_lock(lk);
 		goto out;
 	}
@@ -1160,7 +1154,8 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 				return TX_OK;
 			}
 		} else {
-			lk->valid_from_ms = boot_ms(); /* try_table restarts it for tables */
+			lk->valid_from_ms =
+			    lr_btimer_now_ms(); /* try_table restarts it for tables */
 			r = take_named(lk);
 			if (r == TX_OK && lk->ntable)
 				r = try_table(lk, may_enqueue);
@@ -1341,7 +1336,7 @@ static void wait_for_change(struct lr_lock *lk, unsigned ms)
  * already swept is lost; the next attempt queues again. One statement. */
 static void renew_waiter(struct lr_lock *lk)
 {
-	if (!lk->queued || boot_ms() < lk->waiter_renew_ms || !ensure_connected(lk))
+	if (!lk->queued || lr_btimer_now_ms() < lk->waiter_renew_ms || !ensure_connected(lk))
 		return;
 	if (lr_db_queryf(lk->db,
 	                 "UPDATE lr_waiters SET expires_at = NOW(6) + INTERVAL %u MICROSECOND "
@@ -1356,7 +1351,7 @@ static void renew_waiter(struct lr_lock *lk)
 			lk->queued = false;
 			drop_wait_lock(lk);
 		}
-		lk->waiter_renew_ms = boot_ms() + WAITER_RENEW_MS;
+		lk->waiter_renew_ms = lr_btimer_now_ms() + WAITER_RENEW_MS;
 	}
 }
 
@@ -1502,7 +1497,7 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 				ms = jitter(POLL_MAX_MS * 2); /* woken early: a fallback */
 			if (lk->queued) {
 				uint64_t renew = lk->waiter_renew_ms;
-				uint64_t b = boot_ms();
+				uint64_t b = lr_btimer_now_ms();
 				if (renew > b && renew - b < ms)
 					ms = (unsigned)(renew - b);
 			}
@@ -1556,7 +1551,7 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 	}
 	if (!ensure_connected(lk))
 		return false;
-	t0 = boot_ms();
+	t0 = lr_btimer_now_ms();
 	if (!lr_db_queryf(lk->db,
 	                  "UPDATE lr_holds SET expires_at = NOW(6) + INTERVAL %llu MICROSECOND "
 	                  "WHERE grant_id = %llu AND " LR_SQL_UNSWEPT("expires_at"),
@@ -1619,7 +1614,8 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 		snprintf(exit_status, sizeof(exit_status), "%d", status);
 	else if (how == LR_END_SIGNALED || how == LR_END_LOST)
 		snprintf(term_signal, sizeof(term_signal), "%d", status);
-	for (int i = 0; !ok && (i < 2 || boot_ms() < lk->valid_from_ms + lk->ttl_ms); i++) {
+	for (int i = 0; !ok && (i < 2 || lr_btimer_now_ms() < lk->valid_from_ms + lk->ttl_ms);
+	     i++) {
 		if (ensure_connected(lk) && lr_db_query(lk->db, "START TRANSACTION") &&
 		    lr_db_queryf(lk->db, "DELETE FROM lr_holds WHERE grant_id = %llu",
 		                 (unsigned long long)lk->grant_id) &&
