@@ -11,11 +11,11 @@
 
 /* The API version these calls are written for: every answer row says its
  * own in the `api` column, so the first CALL is also the schema check. */
-#define API_VERSION     2
-#define WAIT_LOCK       "lockrun.wait."
-#define HOLDERS_SHOWN   4
-#define HOLDER_COLS     120
-#define MESSAGE_COLS    300
+#define API_VERSION   2
+#define WAIT_LOCK     "lockrun.wait."
+#define HOLDERS_SHOWN 4
+#define HOLDER_COLS   120
+#define MESSAGE_COLS  300
 
 static const char *schema_hint = "the lockrun schema is missing or outdated; run 'lockrunctl init'";
 
@@ -84,9 +84,9 @@ static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
 		return LR_CALL_SCHEMA;
 	}
 	/* 1047: the node refused it; ENOTCONN: it was never sent. */
-	if (acquire && ((lr_db_error_is_connection(e) && e != ER_UNKNOWN_COM_ERROR &&
-	                 e != LR_DB_ENOTCONN) ||
-	                e == ER_QUERY_INTERRUPTED))
+	if (acquire &&
+	    ((lr_db_error_is_connection(e) && e != ER_UNKNOWN_COM_ERROR && e != LR_DB_ENOTCONN) ||
+	     e == ER_QUERY_INTERRUPTED))
 		return LR_CALL_UNKNOWN;
 	if (lr_db_error_is_retryable(e) || lr_db_error_is_busy(e))
 		return LR_CALL_RETRY;
@@ -108,9 +108,8 @@ static enum lr_call call(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, bool a
 /* Column positions of an answer, looked up by name: the procedures may add
  * columns, and the order is theirs. */
 struct cols {
-	int outcome, grant_id, resource, state, fence, ticket, at_head, ahead_max, fits,
-	    wait_for, holder, message, galera, api, places, woken, holds, renewed, used,
-	    capacity, permits;
+	int outcome, grant_id, resource, state, fence, ticket, at_head, ahead_max, fits, wait_for,
+	    holder, message, galera, api, places, woken, holds, renewed, used, capacity, permits;
 };
 
 static void find_cols(lr_db *db, struct cols *c)
@@ -167,6 +166,29 @@ static bool api_ok(struct lr_lock *lk, lr_db *db, const struct cols *c, MYSQL_RO
 		return true;
 	snprintf(lk->err, sizeof(lk->err), "%s: %s", lr_db_server(db), schema_hint);
 	return false;
+}
+
+/* "CALL proc('id'": how every call but acquire and settle starts. */
+static void start_call(struct lr_sb *sb, const char *proc, const char *id)
+{
+	lr_sb_init(sb);
+	lr_sb_printf(sb, "CALL %s('%.32s'", proc, id);
+}
+
+/* Sends a CALL whose answer is one row, and finds that row and its
+ * columns. */
+static enum lr_call call_row(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, struct cols *c,
+                             MYSQL_ROW *row)
+{
+	enum lr_call r = call(lk, db, sb, false);
+
+	if (r != LR_CALL_OK)
+		return r;
+	find_cols(db, c);
+	*row = lr_db_fetch(db);
+	if (!*row || !api_ok(lk, db, c, *row))
+		return LR_CALL_SCHEMA;
+	return LR_CALL_OK;
 }
 
 /* A wake-up lock name from the database goes back into SQL only if it is
@@ -413,12 +435,10 @@ enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
 	MYSQL_ROW row;
 	enum lr_call r;
 	size_t rows = 0;
-	bool head = true, fits = true;
+	bool head = true, fits = true, decide = false;
 	unsigned ahead = 0;
 
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "CALL lockrun_poll(");
-	add_id(&sb, lk->request_id);
+	start_call(&sb, "lockrun_poll", lk->request_id);
 	lr_sb_puts(&sb, ")");
 	r = call(lk, lk->db, &sb, false);
 	if (r != LR_CALL_OK)
@@ -448,15 +468,17 @@ enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
 		if (num(row, c.ahead_max) > ahead)
 			ahead = (unsigned)num(row, c.ahead_max);
 		note_wait_for(lk, get(row, c.wait_for));
-		/* A count the capacity no longer allows: the attempt says so. */
-		if (num(row, c.permits) > num(row, c.capacity))
-			fits = head = true;
+		/* A held key, or a count the capacity no longer allows, is
+		 * decided by an attempt at once: neither is worth waiting for. */
+		if ((it && it->kind == LR_KIND_KEY && !row_fits) ||
+		    num(row, c.permits) > num(row, c.capacity))
+			decide = true;
 		if (c.places >= 0 && num(row, c.places) != lk->ntable)
 			rows = 0; /* a place was swept: queue again, all of them */
 	}
 	lk->at_head = head;
 	lk->ahead_max = ahead;
-	*could = rows == 0 || (head && fits);
+	*could = rows == 0 || decide || (head && fits);
 	if (rows == 0)
 		lk->queued = false;
 out:
@@ -480,32 +502,19 @@ enum lr_call lr_call_sleep(struct lr_lock *lk, lr_db *db, unsigned ms, bool *wok
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "CALL lockrun_sleep(");
-	add_id(&sb, lk->request_id);
+	start_call(&sb, "lockrun_sleep", lk->request_id);
 	lr_sb_printf(&sb, ",%u)", ms);
 	*woken = false;
 	lk->sleeps++;
-	if (sb.oom) {
-		r = call(lk, db, &sb, false);
+	r = call_row(lk, db, &sb, &c, &row);
+	/* A ring that lands outside SLEEP() interrupts the CALL instead. */
+	if (r != LR_CALL_OK && lr_db_errno(db) == ER_QUERY_INTERRUPTED) {
+		*woken = true;
+		r = LR_CALL_OK;
 		goto out;
 	}
-	if (!lr_db_query(db, lr_sb_str(&sb))) {
-		if (lr_db_errno(db) == ER_QUERY_INTERRUPTED) {
-			*woken = true;
-			r = LR_CALL_OK;
-		} else {
-			r = judge(lk, db, false);
-		}
+	if (r != LR_CALL_OK)
 		goto out;
-	}
-	r = LR_CALL_OK;
-	find_cols(db, &c);
-	row = lr_db_fetch(db);
-	if (!row || !api_ok(lk, db, &c, row)) {
-		r = LR_CALL_SCHEMA;
-		goto out;
-	}
 	*woken = flag(row, c.woken);
 	if (c.places >= 0 && num(row, c.places) != lk->ntable) {
 		lk->queued = false;
@@ -522,13 +531,13 @@ out:
 enum lr_call lr_call_dequeue(struct lr_lock *lk)
 {
 	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
 	enum lr_call r;
 
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "CALL lockrun_dequeue(");
-	add_id(&sb, lk->request_id);
+	start_call(&sb, "lockrun_dequeue", lk->request_id);
 	lr_sb_puts(&sb, ")");
-	r = call(lk, lk->db, &sb, false);
+	r = call_row(lk, lk->db, &sb, &c, &row);
 	if (r == LR_CALL_OK)
 		lk->queued = false;
 	lr_sb_finish(&sb);
@@ -548,20 +557,12 @@ enum lr_call lr_call_renew(struct lr_lock *lk, bool *lost)
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "CALL lockrun_renew(");
-	add_id(&sb, lk->lease);
+	start_call(&sb, "lockrun_renew", lk->lease);
 	lr_sb_printf(&sb, ",%u)", lk->ttl_ms);
 	*lost = false;
-	r = call(lk, lk->db, &sb, false);
+	r = call_row(lk, lk->db, &sb, &c, &row);
 	if (r != LR_CALL_OK)
 		goto out;
-	find_cols(lk->db, &c);
-	row = lr_db_fetch(lk->db);
-	if (!row || !api_ok(lk, lk->db, &c, row)) {
-		r = LR_CALL_SCHEMA;
-		goto out;
-	}
 	if (num(row, c.renewed) != lk->ntable || num(row, c.holds) != num(row, c.renewed)) {
 		*lost = true;
 		snprintf(lk->err, sizeof(lk->err),
@@ -603,9 +604,7 @@ enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status)
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "CALL lockrun_release(");
-	add_id(&sb, lk->lease);
+	start_call(&sb, "lockrun_release", lk->lease);
 	lr_sb_printf(&sb, ",'%s',", end_name(how));
 	if (how == LR_END_EXITED)
 		lr_sb_printf(&sb, "%d,NULL)", status);
@@ -613,14 +612,7 @@ enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status)
 		lr_sb_printf(&sb, "NULL,%d)", status);
 	else
 		lr_sb_puts(&sb, "NULL,NULL)");
-	r = call(lk, lk->db, &sb, false);
-	if (r != LR_CALL_OK)
-		goto out;
-	find_cols(lk->db, &c);
-	row = lr_db_fetch(lk->db);
-	if (!row || !api_ok(lk, lk->db, &c, row))
-		r = LR_CALL_SCHEMA;
-out:
+	r = call_row(lk, lk->db, &sb, &c, &row);
 	lr_sb_finish(&sb);
 	return r;
 }

@@ -38,10 +38,10 @@ static unsigned least(unsigned a, uint64_t b)
 static unsigned galera_pace(const struct lr_lock *lk)
 {
 	if (lk->at_head)
-		return lr_lock_jitter(GALERA_HEAD_MS);         /* [5, 15) */
+		return lr_lock_jitter(GALERA_HEAD_MS); /* [5, 15) */
 	if (lk->ahead_max <= GALERA_NEAR)
-		return 13 + lr_lock_jitter(25);                /* [25, 50) */
-	return 125 + lr_lock_jitter(250);                      /* [250, 500) */
+		return 13 + lr_lock_jitter(25); /* [25, 50) */
+	return 125 + lr_lock_jitter(250);       /* [250, 500) */
 }
 
 enum bell { BELL_WOKEN, BELL_SLEPT, BELL_FAILED };
@@ -117,11 +117,13 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
 		if (now >= deadline)
 			return LR_WAIT_TIMEOUT;
 		left = deadline - now;
+		if (lk->at_head && !lk->head_since)
+			lk->head_since = now;
 		if (!lk->ntable) {
 			unsigned ms = NAMED_MIN_MS << (lk->polls < 4 ? lk->polls : 4);
 			lk->polls++;
-			lr_lock_nap(lk, least(lr_lock_jitter(ms < NAMED_MAX_MS ? ms : NAMED_MAX_MS),
-			                      left));
+			lr_lock_nap(
+			    lk, least(lr_lock_jitter(ms < NAMED_MAX_MS ? ms : NAMED_MAX_MS), left));
 			return lr_lock_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
 		}
 		if (!lk->queued || !lr_db_connected(lk->db)) {
@@ -169,7 +171,8 @@ void lr_wait_announce(struct lr_lock *lk)
  */
 void lr_wait_end(struct lr_lock *lk)
 {
-	double s;
+	uint64_t now = lr_lock_now_ms();
+	double s, head_s;
 
 	if (lk->bell) {
 		lr_db_destroy(lk->bell);
@@ -177,9 +180,12 @@ void lr_wait_end(struct lr_lock *lk)
 	}
 	if (!lk->wait_start)
 		return;
-	s = (double)(lr_lock_now_ms() - lk->wait_start) / 1000.0;
-	lr_log_info("waited %.3f s: %u polls (%u at the head of the queue, %.0f/s), %u doorbell "
-	            "sleeps",
-	            s, lk->polls, lk->head_polls, s > 0 ? lk->head_polls / s : 0.0, lk->sleeps);
-	lk->wait_start = 0;
+	s = (double)(now - lk->wait_start) / 1000.0;
+	head_s = lk->head_since ? (double)(now - lk->head_since) / 1000.0 : 0.0;
+	lr_log_info("waited %.3f s: %u polls, %u of them in %.3f s at the head of the queue "
+	            "(%.0f/s), %u doorbell sleeps",
+	            s, lk->polls, lk->head_polls, head_s,
+	            head_s > 0 ? lk->head_polls / head_s : 0.0, lk->sleeps);
+	lk->wait_start = lk->head_since = 0;
+	lk->polls = lk->head_polls = lk->sleeps = 0;
 }

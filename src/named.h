@@ -13,9 +13,9 @@
 
 enum lr_named {
 	LR_NAMED_OK,
-	LR_NAMED_BUSY,    /* one is held by another session: nothing taken */
-	LR_NAMED_GALERA,  /* a Galera node: refused, nothing taken */
-	LR_NAMED_ERROR,   /* the statement failed; lk->err says why */
+	LR_NAMED_BUSY,   /* one is held by another session: nothing taken */
+	LR_NAMED_GALERA, /* a Galera node: refused, nothing taken */
+	LR_NAMED_ERROR,  /* the statement failed; lk->err says why */
 };
 
 enum lr_named lr_named_take(struct lr_lock *lk);
