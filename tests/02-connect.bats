@@ -67,7 +67,7 @@ fake() {
 	printf '[database]\nsocket = %s\nuser = root\ndatabase = lr_empty\n' "$LR_SOCKET" >"$conf"
 	run "$LOCKRUN" -c "$conf" -s any -- true
 	assert_failure 69
-	assert_output "lockrun: $LR_SOCKET: database has no lockrun schema; run 'lockrunctl init'"
+	assert_output "lockrun: $LR_SOCKET: the lockrun schema is missing or outdated; run 'lockrunctl init'"
 	run "$LOCKRUNCTL" -c "$conf" status
 	assert_failure 69
 	assert_output --partial "run 'lockrunctl init'"
@@ -127,7 +127,7 @@ fake() {
 @test "TLS: ssl_ca with ssl_verify_server_cert succeeds against the test CA" {
 	# An account that can only log in over TLS proves the connection was TLS.
 	sql "CREATE USER IF NOT EXISTS 'lrtls'@'%' IDENTIFIED BY 'tls-pw' REQUIRE SSL;
-		GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lrtls'@'%'"
+		GRANT EXECUTE ON lockrun.* TO 'lrtls'@'%'"
 	printf 'tls-pw\n' >"$BATS_TEST_TMPDIR/pw"
 	chmod 600 "$BATS_TEST_TMPDIR/pw"
 	conf_with "user=lrtls" "password_file=$BATS_TEST_TMPDIR/pw" "ssl_ca=$LR_TLS/ca.pem" \
