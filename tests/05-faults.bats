@@ -311,3 +311,34 @@ ms_since() {
 	wait "$holder"
 }
 
+@test "a waiter killed (SIGKILL) at the head of the queue holds back the next one only until its place expires" {
+	"$LOCKRUN" -x hk -- sh -c "$(until_cmd H)" 3>&- &
+	local holder=$!
+	lr_wait_for grep -q "enter H" "$rec"
+	"$LOCKRUN" -x hk -- sh -c "$(until_cmd W1)" 3>&- &
+	local w1=$!
+	lr_wait_eq 1 waiters hk
+	# The head sleeps on its doorbell connection, which it registered.
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_waiters w JOIN information_schema.PROCESSLIST p
+		ON p.ID = w.wake_conn WHERE w.resource = 'hk'"
+	touch "$BATS_TEST_TMPDIR/go.W2"
+	"$LOCKRUN" -x hk -- sh -c "$(until_cmd W2)" 3>&- &
+	local w2=$!
+	lr_wait_eq 2 waiters hk
+	sleep 0.5
+	kill -KILL "$w1"
+	local t0=$((${EPOCHREALTIME/[.,]/} / 1000))
+	touch "$BATS_TEST_TMPDIR/go.H"
+	local rc=0
+	wait "$w2" || rc=$?
+	assert_equal "$rc" 0
+	# The dead head's place lives 10 s from its last heartbeat, plus the
+	# 5 s grace: W2 starts within that, with room for a loaded machine.
+	local ms=$(($(rec_ms enter W2) - t0))
+	echo "# next waiter started $ms ms after the holder left" >&3
+	((ms < 20000)) || fail "W2 started $ms ms after the holder left"
+	assert_equal "$(rec_count "$rec" enter W1)" 0
+	wait "$holder"
+	assert_equal "$(waiters hk)" 0
+	assert_equal "$(holds hk)" 0
+}
