@@ -107,6 +107,7 @@ struct lr_lock {
 	bool server_full;    /* the last connect failed only because the server is full */
 	uint64_t wait_until; /* CLOCK_MONOTONIC ms: when lr_lock_acquire's wait ends */
 	uint64_t wait_start; /* CLOCK_MONOTONIC ms: when waiting began */
+	uint64_t last_poll;  /* CLOCK_MONOTONIC ms: when the last poll was sent */
 	uint64_t head_since; /* CLOCK_MONOTONIC ms: when we first were at the head */
 	unsigned polls;      /* lockrun_poll calls while waiting */
 	unsigned head_polls; /* of which at the head of the queue */
