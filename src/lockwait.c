@@ -20,6 +20,9 @@
  * already), and after a failed doorbell. */
 #define STALE_POLL_MS 500
 #define BELL_RETRY_MS 200
+_Static_assert(HEAD_SLEEP_MS < HEARTBEAT_MS && CHAIN_WAIT_MS < HEARTBEAT_MS &&
+                   STALE_POLL_MS * 3 / 2 < HEARTBEAT_MS,
+               "a waiter must renew its places at least every HEARTBEAT_MS");
 /* Galera: the head polls every 5-15 ms (about 100 calls/s while a queue
  * is contended: a hand-off then costs a poll interval plus a causal read);
  * the next two in line every 25-50 ms, the rest every 250-500 ms. */

@@ -5,7 +5,7 @@
  * wake-up lock of the waiter right ahead. On Galera, where both are local
  * to a node, waiters poll: the head fast, the rest slowly. Every waiter
  * keeps its queue places alive by calling lockrun_poll or lockrun_sleep at
- * least every WAIT_HEARTBEAT_MS.
+ * least every 3 s.
  */
 #ifndef LR_LOCKWAIT_H
 #define LR_LOCKWAIT_H
