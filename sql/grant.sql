@@ -1,7 +1,18 @@
--- The least privilege a lockrun account needs: plain DML on lockrun's tables.
--- (Named locks, GET_LOCK/RELEASE_LOCK, need no privilege.)
--- `lockrunctl init` needs DDL besides (CREATE, ALTER, INDEX on the database):
--- run it once as an administrator, or apply sql/0*.sql by hand.
+-- The least privilege a lockrun account needs: EXECUTE on lockrun's
+-- procedures, nothing on its tables. The procedures run as the locked
+-- account 'lockrun_owner'@'localhost' (SQL SECURITY DEFINER), which
+-- `lockrunctl init` creates; so lockrun, and any application using the SQL
+-- API (doc/sql-api.md), can take, renew, check and release locks but
+-- cannot write a row of its own into the tables. Named locks
+-- (GET_LOCK/RELEASE_LOCK) need no privilege.
 --
 --     CREATE USER 'lockrun'@'%' IDENTIFIED BY '...';
-GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lockrun'@'%';
+GRANT EXECUTE ON lockrun.* TO 'lockrun'@'%';
+--
+-- `lockrunctl init` needs an administrator once: CREATE, ALTER, INDEX,
+-- CREATE ROUTINE, ALTER ROUTINE and TRIGGER on the database, CREATE USER
+-- and GRANT OPTION (it creates and grants 'lockrun_owner'), and SET USER
+-- (SUPER before MariaDB 10.5) to name that account as the definer.
+-- `lockrunctl set` and `status` read and write the tables directly: run
+-- them with an operator account holding
+--     GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lockrun_admin'@'%';

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <mysqld_error.h>
 
@@ -57,32 +58,65 @@ bool lr_schema_check(lr_db *db, char *err, size_t errlen)
 	return true;
 }
 
-/* Runs a migration file statement by statement: statements end with ';'
- * at the end of a line, and '--' lines are comments. */
+/* "DELIMITER xx" on a line of its own, as the mariadb client reads it:
+ * copies xx to delim (at most 7 bytes) and returns true. */
+static bool delimiter_line(const char *t, size_t n, char *delim)
+{
+	size_t k = 0;
+
+	if (n < 10 || strncasecmp(t, "DELIMITER", 9) != 0 || (t[9] != ' ' && t[9] != '\t'))
+		return false;
+	t += 10;
+	n -= 10;
+	while (n && (*t == ' ' || *t == '\t'))
+		t++, n--;
+	while (n && (t[n - 1] == ' ' || t[n - 1] == '\t' || t[n - 1] == '\r'))
+		n--;
+	if (n == 0 || n > 7)
+		return false;
+	for (; k < n; k++)
+		delim[k] = t[k];
+	delim[k] = '\0';
+	return true;
+}
+
+/*
+ * Runs a migration file statement by statement, the way the mariadb
+ * client would, so one file serves `lockrunctl init` and a DBA alike: a
+ * statement ends with the delimiter (';' unless a "DELIMITER xx" line
+ * changed it, as routine bodies need) at the end of a line, and '--'
+ * lines are comments. One round trip per statement.
+ */
 static bool run_script(lr_db *db, const char *sql, char *err, size_t errlen)
 {
 	struct lr_sb stmt;
 	const char *p = sql;
+	char delim[8] = ";";
 	bool ok = true;
 
 	lr_sb_init(&stmt);
 	while (*p && ok) {
 		const char *nl = strchr(p, '\n');
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		size_t dl = strlen(delim);
 		const char *t = p;
 		while (t < p + n && (*t == ' ' || *t == '\t'))
 			t++;
-		if (!(t + 1 < p + n && t[0] == '-' && t[1] == '-')) {
-			lr_sb_add(&stmt, p, n);
-			lr_sb_puts(&stmt, "\n");
+		if (delimiter_line(t, (size_t)(p + n - t), delim)) {
+			/* nothing to send */
+		} else if (!(t + 1 < p + n && t[0] == '-' && t[1] == '-')) {
 			while (n && (p[n - 1] == ' ' || p[n - 1] == '\r' || p[n - 1] == '\t'))
 				n--;
-			if (n && p[n - 1] == ';') {
+			if (n >= dl && memcmp(p + n - dl, delim, dl) == 0) {
+				lr_sb_add(&stmt, p, n - dl);
 				if (!lr_db_query(db, lr_sb_str(&stmt))) {
 					snprintf(err, errlen, "%s", lr_db_error(db));
 					ok = false;
 				}
 				lr_sb_reset(&stmt);
+			} else {
+				lr_sb_add(&stmt, p, n);
+				lr_sb_puts(&stmt, "\n");
 			}
 		}
 		p = nl ? nl + 1 : p + strlen(p);
