@@ -204,8 +204,11 @@ used_ok() {
 	assert_equal "$(waiters q)" 1
 	out=$(app "CALL lockrun_poll('$rc')")
 	assert_equal "$(field at_head "$out")/$(field fits "$out")" 1/0
+	# An attempt of a request that has its places: busy, places kept.
 	out=$(acq mutex:q "$rc" "$lc" 30000 1)
-	assert_equal "$(field outcome "$out")" queued
+	assert_equal "$(field outcome "$out")" busy
+	assert_equal "$(field ticket "$out")" "$(sql "SELECT ticket FROM lr_waiters WHERE request_id = '$rc'")"
+	assert_equal "$(field at_head "$out")" 1
 	rel "$lb" >/dev/null
 	lc=$(newid)
 	out=$(acq mutex:q "$rc" "$lc" 30000 1)
@@ -248,7 +251,11 @@ used_ok() {
 	acq mutex:sl "$ra" "$la" >/dev/null
 	acq mutex:sl "$rb" "$lb" 30000 1 >/dev/null
 	# The head sleeps on its own connection for up to 30 s.
-	app "CALL lockrun_sleep('$rb', 30000)" >"$BATS_TEST_TMPDIR/sleep" 2>&1 3>&- &
+	(
+		rc=0
+		app "CALL lockrun_sleep('$rb', 30000)" || rc=$?
+		echo "rc=$rc"
+	) >"$BATS_TEST_TMPDIR/sleep" 2>&1 3>&- &
 	pid=$!
 	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_waiters WHERE request_id = '$rb' AND wake_conn IS NOT NULL"
 	lr_wait_eq 1 sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID =
@@ -256,10 +263,14 @@ used_ok() {
 	t0=${EPOCHREALTIME/[.,]/}
 	out=$(rel "$la")
 	assert_equal "$(field woken "$out")" 1
-	wait "$pid"
+	lr_wait_for -t 5 grep -q '^rc=' "$BATS_TEST_TMPDIR/sleep"
 	t1=${EPOCHREALTIME/[.,]/}
+	wait "$pid"
 	(((t1 - t0) < 5000000)) || fail "the sleep ended $(((t1 - t0) / 1000)) ms after the release"
-	assert_equal "$(field woken "$(cat "$BATS_TEST_TMPDIR/sleep")")" 1
+	# Killed in SLEEP: the CALL ends with "query interrupted", which means woken.
+	run cat "$BATS_TEST_TMPDIR/sleep"
+	assert_line --regexp '^ERROR 1317 '
+	assert_line rc=1
 	# Could succeed now: returns at once.
 	t0=${EPOCHREALTIME/[.,]/}
 	out=$(app "CALL lockrun_sleep('$rb', 30000)")
