@@ -100,25 +100,33 @@ BEGIN
   RETURN IF(@@wsrep_on, 1, 0);
 END//
 
--- Causal reads on a Galera node with no client set-up: each API procedure
--- sets wsrep_sync_wait = 3 (reads, and UPDATE/DELETE, wait until the node
--- applied what the cluster committed before them) and restores the
--- caller's value. One causal wait per CALL. No-op without wsrep.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_causal_on(OUT p_old BIGINT)
+-- Every API procedure starts with lr_enter and ends with lr_leave (also
+-- in its error handler), so the caller needs no session set-up and keeps
+-- its own settings: a lock wait of 2 s, so a row held elsewhere costs a
+-- retry (1205), not a hang; and on a Galera node causal reads
+-- (wsrep_sync_wait = 3: reads, UPDATE and DELETE wait until the node
+-- applied what the cluster committed before them; one causal wait per
+-- CALL). No-op for wsrep without it.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(OUT p_sw BIGINT, OUT p_lwt BIGINT)
   NO SQL SQL SECURITY DEFINER
 BEGIN
-  DECLARE CONTINUE HANDLER FOR 1193 SET p_old = NULL;
-  SET p_old = @@session.wsrep_sync_wait;
-  IF p_old IS NOT NULL THEN
+  DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL;
+  SET p_lwt = @@session.innodb_lock_wait_timeout;
+  SET SESSION innodb_lock_wait_timeout = 2;
+  SET p_sw = @@session.wsrep_sync_wait;
+  IF p_sw IS NOT NULL THEN
     SET SESSION wsrep_sync_wait = 3;
   END IF;
 END//
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_causal_off(IN p_old BIGINT)
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_leave(IN p_sw BIGINT, IN p_lwt BIGINT)
   NO SQL SQL SECURITY DEFINER
 BEGIN
   DECLARE CONTINUE HANDLER FOR 1193 BEGIN END;
-  IF p_old IS NOT NULL THEN
-    SET SESSION wsrep_sync_wait = p_old;
+  IF p_lwt IS NOT NULL THEN
+    SET SESSION innodb_lock_wait_timeout = p_lwt;
+  END IF;
+  IF p_sw IS NOT NULL THEN
+    SET SESSION wsrep_sync_wait = p_sw;
   END IF;
 END//
 
@@ -302,8 +310,7 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquir
   IN p_command VARCHAR(1024))
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_lwt BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
-  DECLARE v_sw BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_now DATETIME(6);
   DECLARE v_done, v_found INT DEFAULT 0;
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
@@ -317,11 +324,10 @@ BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
-    SET SESSION innodb_lock_wait_timeout = v_lwt;
-    CALL lr_causal_off(v_sw);
+    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_causal_on(v_sw);
+  CALL lr_enter(v_sw, v_lwt);
 
   IF @@in_transaction THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_acquire: call it outside a transaction (its own would commit yours)';
@@ -333,7 +339,6 @@ BEGIN
   END IF;
   CALL lr_parse(p_items);
 
-  SET SESSION innodb_lock_wait_timeout = 2;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_now = UTC_TIMESTAMP(6);
@@ -455,8 +460,7 @@ BEGIN
     END IF;
   END IF;
   COMMIT;
-  SET SESSION innodb_lock_wait_timeout = v_lwt;
-  CALL lr_causal_off(v_sw);
+  CALL lr_leave(v_sw, v_lwt);
 
   -- The wake-up chain: hold our wait lock while we have places, drop it
   -- once granted (the waiter behind wakes).
@@ -486,16 +490,16 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_poll(
   IN p_request CHAR(32) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_sw BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_now DATETIME(6);
   DECLARE v_cut DATETIME(6);
   DECLARE v_places INT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    CALL lr_causal_off(v_sw);
+    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_causal_on(v_sw);
+  CALL lr_enter(v_sw, v_lwt);
   CALL lr_check_id('request', p_request);
   SELECT COUNT(*), UTC_TIMESTAMP(6) INTO v_places, v_now FROM lr_waiters WHERE request_id = p_request;
   SET v_cut = v_now - INTERVAL 5000000 MICROSECOND;
@@ -514,7 +518,7 @@ BEGIN
          v_places AS places, lr_galera() AS galera, 2 AS api
     FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource
    WHERE w.request_id = p_request ORDER BY w.resource;
-  CALL lr_causal_off(v_sw);
+  CALL lr_leave(v_sw, v_lwt);
 END//
 
 -- lockrun_sleep: for the head waiter, on a second connection that runs
@@ -532,20 +536,20 @@ BEGIN
   DECLARE v_node VARCHAR(120) CHARACTER SET ascii DEFAULT lr_node();
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_places INT;
-  DECLARE v_sw BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    CALL lr_causal_off(v_sw);
+    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_causal_on(v_sw);
+  CALL lr_enter(v_sw, v_lwt);
   CALL lr_check_id('request', p_request);
   SELECT COUNT(*) INTO v_places FROM lr_waiters WHERE request_id = p_request;
   UPDATE lr_waiters SET wake_conn = CONNECTION_ID(), wake_node = v_node
    WHERE request_id = p_request
      AND (wake_conn IS NULL OR wake_conn <> CONNECTION_ID() OR wake_node <> v_node);
   CALL lr_heartbeat(p_request, v_now);
-  CALL lr_causal_off(v_sw);
+  CALL lr_leave(v_sw, v_lwt);
   IF v_places = 0 OR lr_ready(p_request, UTC_TIMESTAMP(6)) THEN
     SELECT 1 AS woken, v_places AS places, 2 AS api;
   ELSE
@@ -559,18 +563,18 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_dequeu
   IN p_request CHAR(32) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_sw BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_removed INT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    CALL lr_causal_off(v_sw);
+    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_causal_on(v_sw);
+  CALL lr_enter(v_sw, v_lwt);
   CALL lr_check_id('request', p_request);
   DELETE FROM lr_waiters WHERE request_id = p_request;
   SET v_removed = ROW_COUNT();
-  CALL lr_causal_off(v_sw);
+  CALL lr_leave(v_sw, v_lwt);
   CALL lr_wait_lock(p_request, 0);
   SELECT v_removed AS removed, 2 AS api;
 END//
@@ -583,16 +587,16 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_renew(
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_sw BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_renewed BIGINT DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    CALL lr_causal_off(v_sw);
+    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_causal_on(v_sw);
+  CALL lr_enter(v_sw, v_lwt);
   CALL lr_check_id('lease', p_lease);
   IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
@@ -608,7 +612,7 @@ BEGIN
   SELECT v_gid AS grant_id, COUNT(*) AS holds, v_renewed AS renewed,
          MIN(expires_at) AS expires_at, 2 AS api
     FROM lr_holds WHERE grant_id = v_gid;
-  CALL lr_causal_off(v_sw);
+  CALL lr_leave(v_sw, v_lwt);
 END//
 
 -- lockrun_release: gives the lease's holds back and closes its lock-log
@@ -622,8 +626,7 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_releas
   IN p_exit_status INT, IN p_term_signal INT)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_lwt BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
-  DECLARE v_sw BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_done INT DEFAULT 0;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
@@ -636,11 +639,10 @@ BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
-    SET SESSION innodb_lock_wait_timeout = v_lwt;
-    CALL lr_causal_off(v_sw);
+    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_causal_on(v_sw);
+  CALL lr_enter(v_sw, v_lwt);
   IF @@in_transaction THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_release: call it outside a transaction (its own would commit yours)';
   END IF;
@@ -648,7 +650,6 @@ BEGIN
   IF p_reason IS NULL OR p_reason NOT IN ('exited', 'signaled', 'lost', 'spawn_failed', 'aborted') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: reason must be exited, signaled, lost, spawn_failed or aborted';
   END IF;
-  SET SESSION innodb_lock_wait_timeout = 2;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease;
@@ -670,8 +671,7 @@ BEGIN
          exit_status = p_exit_status, term_signal = p_term_signal
    WHERE id = v_gid AND ended_at IS NULL;
   COMMIT;
-  SET SESSION innodb_lock_wait_timeout = v_lwt;
-  CALL lr_causal_off(v_sw);
+  CALL lr_leave(v_sw, v_lwt);
   -- The wake-up, best effort: a sleeper that is gone (1094) or not ours
   -- (1095) is covered by its own timeout.
   BEGIN
@@ -710,8 +710,7 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_settle
   IN p_lease CHAR(32) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_lwt BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
-  DECLARE v_sw BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_items, v_n, v_live, v_q INT DEFAULT 0;
   DECLARE v_outcome VARCHAR(10);
@@ -722,11 +721,10 @@ BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
-    SET SESSION innodb_lock_wait_timeout = v_lwt;
-    CALL lr_causal_off(v_sw);
+    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_causal_on(v_sw);
+  CALL lr_enter(v_sw, v_lwt);
   IF @@in_transaction THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_settle: call it outside a transaction (its own would commit yours)';
   END IF;
@@ -734,7 +732,6 @@ BEGIN
   CALL lr_check_id('lease', p_lease);
   CALL lr_parse(p_items);
   SELECT COUNT(*) INTO v_items FROM lr_req;
-  SET SESSION innodb_lock_wait_timeout = 2;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   OPEN c;
@@ -765,8 +762,7 @@ BEGIN
     SET v_gid = NULL;
   END IF;
   COMMIT;
-  SET SESSION innodb_lock_wait_timeout = v_lwt;
-  CALL lr_causal_off(v_sw);
+  CALL lr_leave(v_sw, v_lwt);
   CALL lr_wait_lock(p_request, v_outcome = 'queued');
   SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource,
          (SELECT h.fence FROM lr_holds h WHERE h.grant_id = v_gid AND h.resource = q.name) AS fence,
@@ -785,13 +781,13 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_check(
   IN p_grant_id BIGINT UNSIGNED, IN p_resource VARCHAR(80) CHARACTER SET ascii)
   READS SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_sw BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    CALL lr_causal_off(v_sw);
+    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_causal_on(v_sw);
+  CALL lr_enter(v_sw, v_lwt);
   SELECT COALESCE(COUNT(*) > 0 AND MIN(expires_at) > UTC_TIMESTAMP(6), 0) AS live,
          COUNT(*) AS holds,
          IF(COUNT(*) = 1 OR p_resource IS NOT NULL, MAX(fence), NULL) AS fence,
@@ -799,7 +795,7 @@ BEGIN
          2 AS api
     FROM lr_holds WHERE grant_id = p_grant_id
      AND (p_resource IS NULL OR resource = p_resource) LOCK IN SHARE MODE;
-  CALL lr_causal_off(v_sw);
+  CALL lr_leave(v_sw, v_lwt);
 END//
 
 DELIMITER ;

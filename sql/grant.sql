@@ -12,7 +12,9 @@ GRANT EXECUTE ON lockrun.* TO 'lockrun'@'%';
 -- `lockrunctl init` needs an administrator once: CREATE, ALTER, INDEX,
 -- CREATE ROUTINE, ALTER ROUTINE and TRIGGER on the database, CREATE USER
 -- and GRANT OPTION (it creates and grants 'lockrun_owner'), and SET USER
--- (SUPER before MariaDB 10.5) to name that account as the definer.
+-- (SUPER before MariaDB 10.5) to name that account as the definer. With
+-- binary logging on, creating the three stored functions also needs SUPER
+-- (or log_bin_trust_function_creators = 1) on that server.
 -- `lockrunctl set` and `status` read and write the tables directly: run
 -- them with an operator account holding
 --     GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lockrun_admin'@'%';

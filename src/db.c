@@ -43,6 +43,9 @@ struct lr_db {
 	void (*idle_fn)(void *arg); /* the idle connection became readable */
 	void *idle_arg;
 
+	bool probe;          /* check a new connection with SELECT 1 */
+	size_t first_host;   /* where the next connect starts in the host list */
+	size_t cur_host;     /* the host of the current connection */
 	unsigned generation; /* bumped by every successful connect */
 	unsigned err;
 	char errmsg[1024];
@@ -78,6 +81,7 @@ lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
 	db->loop = loop;
 	db->p = params;
 	db->poll_fd = -1;
+	db->probe = true;
 	db->wait_timer = malloc(sizeof(*db->wait_timer));
 	db->deadline = malloc(sizeof(*db->deadline));
 	if (!db->wait_timer || !db->deadline) {
@@ -91,6 +95,21 @@ lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
 	db->wait_timer->data = db;
 	db->deadline->data = db;
 	return db;
+}
+
+/* A second, unconnected handle on the same loop and parameters: for a
+ * statement that must run on a connection of its own (one that may be
+ * KILLed, say). Settings (cancel flag, probe) are copied; the idle watch is
+ * not. */
+lr_db *lr_db_create_sibling(const lr_db *db)
+{
+	lr_db *s = lr_db_create(db->loop, db->p);
+
+	if (s) {
+		s->cancel = db->cancel;
+		s->probe = db->probe;
+	}
+	return s;
 }
 
 /* An idle connection has nothing to read unless the server is closing it
@@ -272,6 +291,11 @@ static int cont_store(lr_db *db, int st)
 	return mysql_store_result_cont(&db->ret_res, db->m, st);
 }
 
+static int cont_next(lr_db *db, int st)
+{
+	return mysql_next_result_cont(&db->ret_int, db->m, st);
+}
+
 static int cont_close(lr_db *db, int st)
 {
 	return mysql_close_cont(db->m, st);
@@ -432,8 +456,9 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 	}
 	/* A server may accept logins before it serves queries (a Galera node
 	 * still joining answers 1047): find out now, while other hosts can
-	 * still be tried. One round trip. */
-	if (!lr_db_query(db, "SELECT 1")) {
+	 * still be tried. One round trip, unless the owner's first statement
+	 * serves as the probe (see lr_db_set_probe). */
+	if (db->probe && !lr_db_query(db, "SELECT 1")) {
 		lr_db_disconnect(db);
 		return false;
 	}
@@ -580,9 +605,12 @@ bool lr_db_connect(lr_db *db)
 	db->err = 0;
 	lr_sb_init(&why);
 	for (i = 0; i < n && !ok; i++) {
-		ok = connect_host(db, db->p->nhosts ? db->p->hosts[i] : NULL);
-		if (ok)
+		size_t h = (db->first_host + i) % n;
+		ok = connect_host(db, db->p->nhosts ? db->p->hosts[h] : NULL);
+		if (ok) {
+			db->cur_host = h;
 			break;
+		}
 		/* The error that stands for all: a full host over any other (the
 		 * database is there, only busy), then the first that is not a
 		 * timeout (it says more). */
@@ -604,8 +632,45 @@ bool lr_db_connect(lr_db *db)
 }
 
 /*
+ * Reads the rest of a multi-result answer: a CALL of a procedure sends its
+ * result sets, then a final OK, and the next statement fails with 2014
+ * ("Commands out of sync") unless all of it was read. Further result sets
+ * are stored and dropped (the first one is the answer); an error in any
+ * part fails the whole statement with that error. No extra round trip: the
+ * parts arrive with the first.
+ */
+static bool drain(lr_db *db, unsigned timeout_ms)
+{
+	MYSQL_RES *extra;
+	int st;
+
+	while (mysql_more_results(db->m)) {
+		st = mysql_next_result_start(&db->ret_int, db->m);
+		if (st)
+			drive(db, st, cont_next, timeout_ms);
+		if (db->ret_int > 0 || db->aborting)
+			return false;
+		if (db->ret_int < 0)
+			break;
+		if (mysql_field_count(db->m) == 0)
+			continue;
+		db->ret_res = NULL;
+		st = mysql_store_result_start(&db->ret_res, db->m);
+		if (st)
+			drive(db, st, cont_store, timeout_ms);
+		extra = db->ret_res;
+		if (!extra || db->aborting)
+			return false;
+		mysql_free_result(extra);
+	}
+	return true;
+}
+
+/*
  * Sends one statement and, if it returns rows, stores them all (so the next
- * statement can go at once). One round trip plus the result transfer.
+ * statement can go at once). For a CALL the first result set is the answer
+ * and the rest of the reply is read too (drain). One round trip plus the
+ * result transfer.
  */
 bool lr_db_query(lr_db *db, const char *sql)
 {
@@ -632,11 +697,18 @@ bool lr_db_query(lr_db *db, const char *sql)
 			goto fail;
 		db->res = db->ret_res;
 	}
+	if (!drain(db, timeout_ms))
+		goto fail;
 	db->err = 0;
 	watch_idle(db);
 	return true;
 fail:
+	free_result(db);
 	take_error(db, "query", timeout_ms);
+	/* A node that is not ready (Galera, 1047) is passed over by the next
+	 * connect: another host may serve. */
+	if (db->err == ER_UNKNOWN_COM_ERROR && db->p->nhosts > 1)
+		db->first_host = (db->cur_host + 1) % db->p->nhosts;
 	if (lr_db_error_is_connection(db->err)) {
 		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
 		lr_db_disconnect(db);
@@ -674,6 +746,23 @@ MYSQL_ROW lr_db_fetch(lr_db *db)
 uint64_t lr_db_num_rows(const lr_db *db)
 {
 	return db->res ? mysql_num_rows(db->res) : 0;
+}
+
+/* The index of the current result's column called name, or -1: lets a
+ * caller read a procedure's answer by column names, whatever their order. */
+int lr_db_column(const lr_db *db, const char *name)
+{
+	unsigned n;
+	MYSQL_FIELD *f;
+
+	if (!db->res)
+		return -1;
+	n = mysql_num_fields(db->res);
+	f = mysql_fetch_fields(db->res);
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(f[i].name, name) == 0)
+			return (int)i;
+	return -1;
 }
 
 uint64_t lr_db_affected_rows(const lr_db *db)
@@ -730,6 +819,14 @@ void lr_db_set_idle_watch(lr_db *db, void (*fn)(void *arg), void *arg)
 		uv_poll_stop(db->poll);
 }
 
+/* Whether a new connection is checked with a SELECT 1 (default: yes). An
+ * owner whose first statement after connecting can play that part (and
+ * handles its errors) saves the round trip. */
+void lr_db_set_probe(lr_db *db, bool on)
+{
+	db->probe = on;
+}
+
 void lr_db_set_op_timeout(lr_db *db, unsigned ms)
 {
 	db->op_timeout_ms = ms;
@@ -751,11 +848,13 @@ const char *lr_db_server(const lr_db *db)
 }
 
 /* Errors after which the whole transaction is retried: it was rolled back
- * (deadlock, Galera certification), or only the statement was and we roll
- * back ourselves (lock wait timeout), or the node is not ready. */
+ * (deadlock, Galera certification, an error at commit), or only the
+ * statement was and we roll back ourselves (lock wait timeout), or the
+ * node is not ready. */
 bool lr_db_error_is_retryable(unsigned err)
 {
 	return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT ||
+	       err == ER_ERROR_DURING_COMMIT || err == ER_XA_RBDEADLOCK ||
 	       err == ER_UNKNOWN_COM_ERROR || err == ER_QUERY_INTERRUPTED ||
 	       lr_db_error_is_connection(err);
 }

@@ -49,6 +49,7 @@ enum {
 typedef struct lr_db lr_db;
 
 lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params);
+lr_db *lr_db_create_sibling(const lr_db *db);
 void lr_db_destroy(lr_db *db);
 
 bool lr_db_connect(lr_db *db);
@@ -56,10 +57,14 @@ void lr_db_disconnect(lr_db *db);
 bool lr_db_connected(const lr_db *db);
 unsigned lr_db_generation(const lr_db *db);
 
+/* A CALL's whole reply is read; its first result set is the answer. After
+ * a CALL, lr_db_affected_rows() means nothing: procedures return counts in
+ * their rows. */
 bool lr_db_query(lr_db *db, const char *sql);
 bool lr_db_queryf(lr_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 MYSQL_ROW lr_db_fetch(lr_db *db);
 uint64_t lr_db_num_rows(const lr_db *db);
+int lr_db_column(const lr_db *db, const char *name);
 uint64_t lr_db_affected_rows(const lr_db *db);
 uint64_t lr_db_insert_id(const lr_db *db);
 
@@ -67,6 +72,7 @@ void lr_db_sb_quote(lr_db *db, struct lr_sb *sb, const char *s);
 void lr_db_set_cancel(lr_db *db, const volatile bool *flag);
 void lr_db_set_idle_watch(lr_db *db, void (*fn)(void *arg), void *arg);
 void lr_db_set_op_timeout(lr_db *db, unsigned ms);
+void lr_db_set_probe(lr_db *db, bool on);
 
 unsigned lr_db_errno(const lr_db *db);
 const char *lr_db_error(const lr_db *db);

@@ -1,9 +1,12 @@
 /*
- * The SQL of taking, keeping and giving back locks. A request is a set of
- * items (semaphore permits, mutexes, read or write locks, an idempotency
- * key) granted together in one transaction or not at all. Lease times are
- * the server's; this module never looks at the client's clock except to
- * pace its own polling. No process code here.
+ * Taking, keeping and giving back locks. A request is a set of items
+ * (semaphore permits, mutexes, read or write locks, an idempotency key,
+ * server named locks) granted together or not at all. The protocol itself
+ * runs in the database (the lockrun_* procedures, sql/002): lockcall sends
+ * the CALLs and reads their answers, lockwait waits for a turn, named
+ * takes --named locks; this module holds the items and composes the
+ * others into acquire, renew and release. Lease times are the server's;
+ * the client's clock only paces waiting. No process code here.
  */
 #ifndef LR_LOCK_H
 #define LR_LOCK_H
@@ -78,32 +81,37 @@ enum lr_acquire {
 struct lr_lock {
 	uv_loop_t *loop;
 	lr_db *db;
+	lr_db *bell;           /* the head waiter's second connection (lockrun_sleep) */
 	struct lr_item *items; /* sorted by name, no duplicates */
 	size_t nitems;
 	struct lr_owner owner;
 	unsigned ttl_ms;
 	char request_id[33]; /* this request's identity in the queue */
-	char grant_rid[33];  /* this grant attempt's, in the lock log; new per attempt */
+	char lease[33];      /* this grant attempt's secret id; new after a settled miss */
 	uint64_t grant_id;
-	bool maybe_committed;   /* a COMMIT was sent and its answer lost */
-	uint64_t valid_from_ms; /* CLOCK_BOOTTIME ms before the granting transaction began */
+	bool unsettled;         /* an acquire CALL's outcome is unknown: settle first */
+	uint64_t valid_from_ms; /* CLOCK_BOOTTIME ms before the granting CALL was sent */
 	size_t ntable;          /* items kept in tables: all but named locks */
 	size_t nnamed;
-	bool queued;              /* our waiter rows exist */
-	bool maybe_enqueued;      /* an enqueue COMMIT was sent and its answer lost */
-	bool ever_queued;         /* waiter rows may exist: delete them when done */
-	uint64_t waiter_renew_ms; /* CLOCK_BOOTTIME ms when they need renewing */
+	bool queued;         /* our waiter rows exist */
+	bool ever_queued;    /* waiter rows may exist: leave the queue when done */
+	bool at_head;        /* no other request ahead of us on any resource */
+	unsigned ahead_max;  /* at most this many waiters ahead (Galera pacing) */
+	char wait_for[64];   /* the wake-up lock of the waiter right ahead, checked */
+	char stale_wait[64]; /* one that already fired: never blocked on again */
+	char holders[512];   /* busy: who holds what, shown escaped (announce) */
 	bool named_held;
-	unsigned named_gen;  /* the connection the named locks live on */
-	unsigned setup_gen;  /* the connection the session was set up on */
-	bool galera;         /* wsrep_on: named locks are node-local */
-	bool db_trouble;     /* told the user the database is away */
-	bool server_full;    /* the last connect failed only because the server is full */
-	uint64_t wait_until; /* CLOCK_MONOTONIC ms: when lr_lock_acquire's wait ends */
-	bool wake_held;      /* we hold our grant's wake-up lock */
-	bool wait_lock_held; /* we hold our queue place's wake-up lock */
-	char wake_on[64];    /* a wake-up lock to block on while waiting */
-	char stale_wake[64]; /* one that already fired: never again */
+	unsigned named_gen;   /* the connection the named locks live on */
+	bool galera;          /* a Galera node: named locks are node-local, KILL too */
+	bool db_trouble;      /* told the user the database is away */
+	bool server_full;     /* the last connect failed only because the server is full */
+	uint64_t wait_until;  /* CLOCK_MONOTONIC ms: when lr_lock_acquire's wait ends */
+	uint64_t wait_start;  /* CLOCK_MONOTONIC ms: when waiting began */
+	uint64_t head_since;  /* CLOCK_MONOTONIC ms: when we first were at the head */
+	unsigned polls;       /* lockrun_poll calls while waiting */
+	unsigned head_polls;  /* of which at the head of the queue */
+	unsigned sleeps;      /* lockrun_sleep calls (the doorbell) */
+	unsigned wake_misses; /* attempts in a row that found no room after a wake-up */
 	const volatile bool *cancel;
 	uv_timer_t *timer;
 	bool timer_fired;
@@ -121,7 +129,6 @@ void lr_lock_finish(struct lr_lock *lk);
 bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t errlen);
 void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag);
 
-bool lr_lock_needs_tables(const struct lr_lock *lk);
 bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why);
 enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s);
 bool lr_lock_renew(struct lr_lock *lk, bool *lost);
@@ -131,5 +138,15 @@ enum lr_end { LR_END_EXITED, LR_END_SIGNALED, LR_END_LOST, LR_END_SPAWN_FAILED, 
 bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status);
 
 const char *lr_kind_name(enum lr_kind k);
+const char *lr_lock_display_name(const struct lr_item *it);
+
+/* For the lock modules (lockcall, lockwait, named) only. */
+bool lr_lock_canceled(const struct lr_lock *lk);
+void lr_lock_nap(struct lr_lock *lk, unsigned ms);
+unsigned lr_lock_jitter(unsigned ms);
+uint64_t lr_lock_now_ms(void);
+bool lr_lock_ensure_connected(struct lr_lock *lk);
+struct lr_item *lr_lock_find(struct lr_lock *lk, const char *name);
+void lr_lock_take_db_error(struct lr_lock *lk, lr_db *db);
 
 #endif

@@ -24,7 +24,6 @@
 #include "lock.h"
 #include "log.h"
 #include "lr_build.h"
-#include "schema.h"
 #include "strbuf.h"
 #include "supervisor.h"
 #include "text.h"
@@ -470,12 +469,8 @@ static int run_locked(struct run *r)
 		rc = acquire_failed(r, a);
 		goto out;
 	}
-	/* Named locks alone need no schema. */
-	if (lr_lock_needs_tables(&r->lock) && !lr_schema_check(r->db, err, sizeof(err))) {
-		lr_log_error("%s", err);
-		rc = r->stop ? LR_EXIT_SIGBASE + r->stop_signal : LR_EXIT_UNAVAILABLE;
-		goto out;
-	}
+	/* No schema check of its own: the first CALL is one (named locks
+	 * alone need no schema at all). */
 	a = lr_lock_acquire(&r->lock, wait);
 	if (a != LR_ACQ_GRANTED) {
 		rc = acquire_failed(r, a);

@@ -67,11 +67,59 @@ fake() {
 	printf '[database]\nsocket = %s\nuser = root\ndatabase = lr_empty\n' "$LR_SOCKET" >"$conf"
 	run "$LOCKRUN" -c "$conf" -s any -- true
 	assert_failure 69
-	assert_output "lockrun: $LR_SOCKET: database has no lockrun schema; run 'lockrunctl init'"
+	assert_output "lockrun: $LR_SOCKET: the lockrun schema is missing or outdated; run 'lockrunctl init'"
 	run "$LOCKRUNCTL" -c "$conf" status
 	assert_failure 69
 	assert_output --partial "run 'lockrunctl init'"
 	sql "DROP DATABASE lr_empty"
+}
+
+# old_schema DB: database DB with the tables of schema version 1 only (no
+# procedures), as a lockrun 1.x installation has them.
+old_schema() {
+	sql "CREATE DATABASE IF NOT EXISTS $1"
+	lr_admin_sql "$LR_DB" - "$1" <"$LR_SRC/sql/001-initial.sql"
+	printf '[database]\nsocket = %s\nuser = root\ndatabase = %s\n' "$LR_SOCKET" "$1" >"$conf"
+}
+
+@test "a schema without the procedures (version 1 only): told to run lockrunctl init, exit 69" {
+	old_schema lr_v1
+	run "$LOCKRUN" -c "$conf" -x any -- touch "$BATS_TEST_TMPDIR/ran"
+	assert_failure 69
+	assert_output "lockrun: $LR_SOCKET: the lockrun schema is missing or outdated; run 'lockrunctl init'"
+	assert [ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	# Nothing was written: lockrun does not fall back to the tables.
+	assert_equal "$(lr_admin_sql "$LR_DB" "SELECT COUNT(*) FROM lr_resources" lr_v1)" 0
+	sql "DROP DATABASE lr_v1"
+}
+
+@test "a procedure of another version (other arguments, or no api column): exit 69, run lockrunctl init" {
+	old_schema lr_v1b
+	lr_admin_sql "$LR_DB" "CREATE PROCEDURE lockrun_acquire(a INT) SELECT 1 AS granted" lr_v1b
+	run "$LOCKRUN" -c "$conf" -x any -- touch "$BATS_TEST_TMPDIR/ran"
+	assert_failure 69
+	assert_output --partial "the lockrun schema is missing or outdated; run 'lockrunctl init'"
+	lr_admin_sql "$LR_DB" "DROP PROCEDURE lockrun_acquire;
+		CREATE PROCEDURE lockrun_acquire(a TEXT, b TEXT, c TEXT, d INT, e INT, f TEXT, g INT,
+			h TEXT, i TEXT) SELECT 'granted' AS outcome, 1 AS grant_id, 'any' AS resource" lr_v1b
+	run "$LOCKRUN" -c "$conf" -x any -- touch "$BATS_TEST_TMPDIR/ran"
+	assert_failure 69
+	assert_output --partial "the lockrun schema is missing or outdated; run 'lockrunctl init'"
+	assert [ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	sql "DROP DATABASE lr_v1b"
+}
+
+@test "an account without EXECUTE: exit 69 with the server's refusal" {
+	sql "CREATE USER IF NOT EXISTS 'lrnoexec'@'%' IDENTIFIED BY 'nx-pw';
+		GRANT SELECT ON lockrun.lr_schema TO 'lrnoexec'@'%'"
+	printf 'nx-pw\n' >"$BATS_TEST_TMPDIR/pw"
+	chmod 600 "$BATS_TEST_TMPDIR/pw"
+	conf_with "user=lrnoexec" "password_file=$BATS_TEST_TMPDIR/pw"
+	run "$LOCKRUN" -c "$conf" -x noexec -- touch "$BATS_TEST_TMPDIR/ran"
+	assert_failure 69
+	assert_output --partial "execute command denied to user 'lrnoexec'"
+	assert [ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	sql "DROP USER 'lrnoexec'@'%'"
 }
 
 @test "server too old: refused with its version, exit 69" {
@@ -127,7 +175,7 @@ fake() {
 @test "TLS: ssl_ca with ssl_verify_server_cert succeeds against the test CA" {
 	# An account that can only log in over TLS proves the connection was TLS.
 	sql "CREATE USER IF NOT EXISTS 'lrtls'@'%' IDENTIFIED BY 'tls-pw' REQUIRE SSL;
-		GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lrtls'@'%'"
+		GRANT EXECUTE ON lockrun.* TO 'lrtls'@'%'"
 	printf 'tls-pw\n' >"$BATS_TEST_TMPDIR/pw"
 	chmod 600 "$BATS_TEST_TMPDIR/pw"
 	conf_with "user=lrtls" "password_file=$BATS_TEST_TMPDIR/pw" "ssl_ca=$LR_TLS/ca.pem" \

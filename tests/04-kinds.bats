@@ -300,3 +300,31 @@ print("waiters", *[(w["pid"], w["permits"]) for w in r["waiters"]])' "$output"
 	assert_failure 64
 	assert_output --partial "names starting with 'lockrun.' are reserved"
 }
+
+@test "a write lock queued behind several readers is granted when the last reader leaves" {
+	local r pids=()
+	for r in R1 R2 R3; do
+		"$LOCKRUN" --read wbr -- sh -c "$(until_cmd "$r")" 3>&- &
+		pids+=($!)
+		lr_wait_for grep -q "enter $r" "$rec"
+	done
+	"$LOCKRUN" --write wbr -- sh -c "$(until_cmd W)" 3>&- &
+	pids+=($!)
+	lr_wait_eq 1 waiters wbr
+	sleep 0.5
+	# The oldest reader and a newer one leave: the writer still waits.
+	touch "$BATS_TEST_TMPDIR/go.R1" "$BATS_TEST_TMPDIR/go.R3"
+	lr_wait_eq 1 holds wbr
+	sleep 0.5
+	assert_equal "$(rec_count "$rec" enter W)" 0
+	touch "$BATS_TEST_TMPDIR/go.R2"
+	lr_wait_for grep -q "enter W" "$rec"
+	local ms=$(($(rec_ms enter W) - $(rec_ms leave R2)))
+	echo "# last reader out to writer in: $ms ms" >&3
+	((ms >= 0)) || fail "the writer entered before the last reader left"
+	((ms < 2000)) || fail "the writer entered $ms ms after the last reader left"
+	touch "$BATS_TEST_TMPDIR/go.W"
+	wait "${pids[@]}"
+	assert_equal "$(holds wbr)" 0
+	assert_equal "$(waiters wbr)" 0
+}

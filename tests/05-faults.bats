@@ -168,26 +168,26 @@ ms_since() {
 	assert_equal "$rc" 76
 }
 
-@test "lost COMMIT answer on acquire: exactly one grant exists, and it is adopted" {
+@test "lost answer to the acquire CALL: exactly one grant exists, and it is adopted" {
 	proxy
-	pctl drop-reply COMMIT
+	pctl drop-reply CALL lockrun_acquire
 	run "$LOCKRUN" -v -c "$pconf" -x lc -- sh -c 'echo "ran with token $LOCKRUN_FENCE"'
 	assert_success
 	assert_line "ran with token 1"
-	assert_line --regexp "adopted grant [0-9]+ after a lost commit answer"
-	grep -qx "fired drop-reply COMMIT" "$fifo.log"
+	assert_line --regexp "adopted grant [0-9]+ after a lost answer"
+	grep -qx "fired drop-reply CALL lockrun_acquire" "$fifo.log"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 1
 	assert_equal "$(sql "SELECT fence FROM lr_resources WHERE name = 'lc'")" 1
 	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" exited
 	assert_equal "$(holds)" 0
 }
 
-@test "lost COMMIT answer on release: the grant is released all the same" {
+@test "lost answer to the release CALL: the grant is released all the same" {
 	proxy
-	# The command arms the trap, so the next COMMIT is the release's.
-	run "$LOCKRUN" -c "$pconf" -x lr -- sh -c "echo 'drop-reply COMMIT' >$fifo; sleep 0.3"
+	# The command arms the trap, so the next release CALL is ours.
+	run "$LOCKRUN" -c "$pconf" -x lr -- sh -c "echo 'drop-reply CALL lockrun_release' >$fifo; sleep 0.3"
 	assert_success
-	grep -qx "fired drop-reply COMMIT" "$fifo.log"
+	grep -qx "fired drop-reply CALL lockrun_release" "$fifo.log"
 	assert_equal "$(holds)" 0
 	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status, ' ', ended_at IS NOT NULL) FROM lr_grants")" "exited 0 1"
 }
@@ -243,8 +243,10 @@ ms_since() {
 
 @test "a grant that arrives after its lease could be over does not start the command" {
 	proxy
-	printf 'connect_timeout = 10\n' >>"$pconf"
-	pctl delay 250
+	printf 'connect_timeout = 15\n' >>"$pconf"
+	# 1 s each way: the acquire CALL's answer comes 2 s after it was sent,
+	# when a 2 s lease could be over.
+	pctl delay 1000
 	run "$LOCKRUN" -c "$pconf" --ttl 2 --kill-after 0.2 -x slow -- sh -c "echo ran >$rec"
 	assert_failure 76
 	assert_output --partial "the lease ran out before the command could start"
@@ -267,15 +269,15 @@ ms_since() {
 	refute_output --partial "lost"
 }
 
-@test "lost COMMIT answer on joining the queue: the places are adopted, not doubled" {
+@test "lost answer to the acquire CALL that queued: the places are adopted, not doubled" {
 	proxy
 	"$LOCKRUN" -x qlost -- sleep 2 3>&- &
 	local holder=$!
 	lr_wait_eq 1 holds qlost
-	pctl drop-reply COMMIT
+	pctl drop-reply CALL lockrun_acquire
 	"$LOCKRUN" -c "$pconf" -x qlost -- sh -c "echo ran >$rec" 3>&- &
 	local w=$!
-	lr_wait_for grep -qx "fired drop-reply COMMIT" "$fifo.log"
+	lr_wait_for grep -qx "fired drop-reply CALL lockrun_acquire" "$fifo.log"
 	# A second waiter queues behind it; both must get their turn.
 	sleep 0.5
 	"$LOCKRUN" -x qlost -- sh -c "echo second >>$rec" 3>&- &
@@ -307,4 +309,36 @@ ms_since() {
 	assert_equal "$rc" 0
 	assert_equal "$(cat "$rec")" ran
 	wait "$holder"
+}
+
+@test "a waiter killed (SIGKILL) at the head of the queue holds back the next one only until its place expires" {
+	"$LOCKRUN" -x hk -- sh -c "$(until_cmd H)" 3>&- &
+	local holder=$!
+	lr_wait_for grep -q "enter H" "$rec"
+	"$LOCKRUN" -x hk -- sh -c "$(until_cmd W1)" 3>&- &
+	local w1=$!
+	lr_wait_eq 1 waiters hk
+	# The head sleeps on its doorbell connection, which it registered.
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_waiters w JOIN information_schema.PROCESSLIST p
+		ON p.ID = w.wake_conn WHERE w.resource = 'hk'"
+	touch "$BATS_TEST_TMPDIR/go.W2"
+	"$LOCKRUN" -x hk -- sh -c "$(until_cmd W2)" 3>&- &
+	local w2=$!
+	lr_wait_eq 2 waiters hk
+	sleep 0.5
+	kill -KILL "$w1"
+	local t0=$((${EPOCHREALTIME/[.,]/} / 1000))
+	touch "$BATS_TEST_TMPDIR/go.H"
+	local rc=0
+	wait "$w2" || rc=$?
+	assert_equal "$rc" 0
+	# The dead head's place lives 10 s from its last heartbeat, plus the
+	# 5 s grace: W2 starts within that, with room for a loaded machine.
+	local ms=$(($(rec_ms enter W2) - t0))
+	echo "# next waiter started $ms ms after the holder left" >&3
+	((ms < 20000)) || fail "W2 started $ms ms after the holder left"
+	assert_equal "$(rec_count "$rec" enter W1)" 0
+	wait "$holder"
+	assert_equal "$(waiters hk)" 0
+	assert_equal "$(holds hk)" 0
 }

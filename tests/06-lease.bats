@@ -26,6 +26,26 @@ teardown() {
 		kill -KILL "$p" 2>/dev/null || true
 	done
 	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
+	[[ -z ${general_log:-} ]] || sql "SET GLOBAL general_log = OFF"
+}
+
+# log_on: record every statement the server receives (mysql.general_log).
+log_on() {
+	general_log=1
+	sql "SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = OFF;
+		TRUNCATE mysql.general_log; SET GLOBAL general_log = ON"
+}
+
+# lockrun_log: what lockrun's account sent after its handshake, one line per
+# command: its type, and for statements what comes before the first '('
+# (CALL and the name).
+lockrun_log() {
+	sql "SET GLOBAL general_log = OFF"
+	sql "SELECT command_type, IF(command_type = 'Query',
+			SUBSTRING_INDEX(CONVERT(argument USING utf8mb4), '(', 1), '')
+		FROM mysql.general_log
+		WHERE user_host LIKE 'lockrun[lockrun]%' AND command_type <> 'Connect'
+		ORDER BY event_time, thread_id"
 }
 
 
@@ -208,4 +228,28 @@ no_rows() {
 	assert_equal "$(holds m9)" 0
 	assert_equal "$(waiters)" 0
 	wait
+}
+
+@test "an uncontended run is one CALL to acquire and one to release: nothing else is sent" {
+	log_on
+	run "$LOCKRUN" -x rtt -- true
+	assert_success
+	run lockrun_log
+	assert_output "$(printf 'Query\tCALL lockrun_acquire\nQuery\tCALL lockrun_release\nQuit\t')"
+}
+
+@test "an idle holder sends one statement per renewal interval: CALL lockrun_renew" {
+	log_on
+	# ttl 3: a renewal every second, so about three while the command runs.
+	run "$LOCKRUN" --ttl 3 --kill-after 0.5 -x idle -- sleep 3.5
+	assert_success
+	run lockrun_log
+	echo "$output"
+	assert_line --index 0 $'Query\tCALL lockrun_acquire'
+	assert_line --index $((${#lines[@]} - 2)) $'Query\tCALL lockrun_release'
+	local renewals
+	renewals=$(grep -cx $'Query\tCALL lockrun_renew' <<<"$output")
+	((renewals >= 2 && renewals <= 4)) || fail "$renewals renewals in 3.5 s"
+	# Nothing but those: acquire, renewals, release, quit.
+	assert_equal "${#lines[@]}" $((renewals + 3))
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 #
 # The database side of the protocol under contention and faults: releases
-# that meet locked rows, COMMITs still in flight when they are settled, the
+# that meet locked rows, acquire CALLs still in flight when they are settled, the
 # server's clock stepping forward, dead waiters, and hostile table contents.
 
 load helpers/common
@@ -71,34 +71,39 @@ ms_since() {
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_capacity_audit WHERE resource = 'capset'")" 2
 }
 
-@test "a grant COMMIT still in flight when the connection is lost: settled after it lands, one grant" {
+@test "an acquire CALL still in flight when the connection is lost: settled before it lands, one grant" {
 	ctl set hq 2
 	proxy
-	# The client loses its connection as it sends COMMIT; the server gets
-	# the COMMIT 3 s later (longer than a lock wait), while lockrun settles.
-	pctl hold-query COMMIT 3000
+	# The client loses its connection as it sends the CALL; the server gets
+	# it 3 s later (longer than a lock wait), after lockrun settled: not
+	# granted, so lockrun acquires again under a new lease id, and the late
+	# CALL must not grant a second time (the settlement left a tombstone).
+	pctl hold-query CALL lockrun_acquire 3000
 	run "$LOCKRUN" -v -c "$pconf" -s hq:1 -- sh -c 'echo "ran with token $LOCKRUN_FENCE"'
 	assert_success
 	assert_line "ran with token 1"
-	assert_line --regexp "adopted grant [0-9]+ after a lost commit answer"
-	lr_wait_for grep -qx "fired hold-query COMMIT" "$fifo.log"
-	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 1
-	assert_equal "$(sql "SELECT end_reason FROM lr_grants")" exited
+	lr_wait_for grep -qx "fired hold-query CALL lockrun_acquire" "$fifo.log"
+	# One grant; the other lr_grants row is the settled lease's tombstone.
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants WHERE acquired_at IS NOT NULL AND ttl_ms > 0")" 1
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE ttl_ms > 0")" exited
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants WHERE end_reason = 'aborted' AND ttl_ms = 0")" 1
+	assert_equal "$(sql "SELECT fence FROM lr_resources WHERE name = 'hq'")" 1
 	assert_equal "$(holds)" 0
+	assert_equal "$(waiters)" 0
 }
 
-@test "an enqueue COMMIT still in flight when the connection is lost: the places are adopted, not doubled" {
+@test "an enqueuing acquire CALL still in flight when the connection is lost: the places are not doubled" {
 	"$LOCKRUN" -x hqq -- sh -c "while [ ! -e $BATS_TEST_TMPDIR/go ]; do sleep 0.05; done" 3>&- &
 	local holder=$!
 	bg_pids="$holder"
 	lr_wait_eq 1 holds hqq
 	proxy
-	pctl hold-query COMMIT 3000
+	pctl hold-query CALL lockrun_acquire 3000
 	"$LOCKRUN" -c "$pconf" -x hqq -- sh -c "echo ran >>$rec" 3>&- &
 	local w=$!
 	bg_pids+=" $w"
-	lr_wait_for grep -qx "fired hold-query COMMIT" "$fifo.log"
-	# The held COMMIT has landed: watch the queue for a while.
+	lr_wait_for grep -qx "fired hold-query CALL lockrun_acquire" "$fifo.log"
+	# The held CALL has landed: watch the queue for a while.
 	local n
 	for n in $(seq 15); do
 		(($(sql "SELECT COUNT(*) FROM lr_waiters") <= 1)) || fail "waiter rows doubled"

@@ -81,3 +81,75 @@ schema_fingerprint() {
 	assert_output --partial "frobnicate"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources")" 0
 }
+
+# asql DB SQL: SQL as the admin account in database DB.
+asql() {
+	lr_admin_sql "$LR_DB" "$2" "$1"
+}
+
+# A config for the admin account that points at database DB.
+admin_conf_for() {
+	sed "s/^database = .*/database = $1/" "$LR_ADMIN_CONFIG" >"$BATS_TEST_TMPDIR/$1.conf"
+	echo "$BATS_TEST_TMPDIR/$1.conf"
+}
+
+@test "init upgrades a version 1 schema with live holds: 'used' counts them, the routines run as the locked definer" {
+	lr_admin_sql "$LR_DB" "DROP DATABASE IF EXISTS lr_up; CREATE DATABASE lr_up"
+	lr_admin_sql "$LR_DB" - lr_up <"$LR_SRC/sql/001-initial.sql"
+	asql lr_up "INSERT INTO lr_resources (name, kind, capacity) VALUES ('up-s', 'semaphore', 5), ('up-m', 'mutex', 1);
+		INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms, acquired_at)
+		VALUES (REPEAT('a', 32), 'h', 1, 'u', 'd', 'c', 60000, NOW(6)), (REPEAT('b', 32), 'h', 2, 'u', 'd', 'c', 60000, NOW(6));
+		INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at) VALUES
+		('up-s', 1, 2, 1, NOW(6) + INTERVAL 1 MINUTE), ('up-s', 2, 1, 2, NOW(6) + INTERVAL 1 MINUTE),
+		('up-m', 2, 1, 1, NOW(6) + INTERVAL 1 MINUTE)"
+	run "$LOCKRUNCTL" -c "$(admin_conf_for lr_up)" init
+	assert_success
+	assert_output --partial "from version 1 to 2"
+	assert_equal "$(asql lr_up "SELECT name, used FROM lr_resources ORDER BY name")" "$(printf 'up-m\t1\nup-s\t3')"
+	assert_equal "$(asql lr_up "SELECT DISTINCT definer, security_type FROM information_schema.routines
+		WHERE routine_schema = 'lr_up'")" "$(printf 'lockrun_owner@localhost\tDEFINER')"
+	# The definer can run them but nobody can log in as it.
+	run lr_admin_sql "$LR_DB" "SHOW CREATE USER 'lockrun_owner'@'localhost'"
+	assert_output --partial "ACCOUNT LOCK"
+	run lr_admin_sql "$LR_DB" "SHOW GRANTS FOR 'lockrun_owner'@'localhost'"
+	assert_output --partial 'ON `lr_up`.*'
+	# An operator's DELETE keeps 'used' right too (the triggers), and a
+	# hold's permits cannot be changed behind the counter's back.
+	asql lr_up "DELETE FROM lr_holds WHERE grant_id = 1"
+	assert_equal "$(asql lr_up "SELECT used FROM lr_resources WHERE name = 'up-s'")" 1
+	run asql lr_up "UPDATE lr_holds SET permits = 4 WHERE grant_id = 2 AND resource = 'up-s'"
+	assert_failure
+	assert_output --partial "never change"
+	assert_equal "$(asql lr_up "SELECT used FROM lr_resources WHERE name = 'up-s'")" 1
+	lr_admin_sql "$LR_DB" "DROP DATABASE lr_up"
+}
+
+@test "the migrations applied by hand with the mariadb client give what lockrunctl init gives" {
+	lr_admin_sql "$LR_DB" "DROP DATABASE IF EXISTS lr_hand; CREATE DATABASE lr_hand"
+	local f
+	for f in "$LR_SRC"/sql/0*.sql; do
+		lr_admin_sql "$LR_DB" - lr_hand <"$f"
+	done
+	routines() {
+		# Bodies compared without comments and white space: the client
+		# and lockrunctl strip comments differently.
+		asql "$1" "SELECT routine_name, routine_type, security_type, definer,
+			MD5(REGEXP_REPLACE(routine_definition, '--[^\\n]*|[[:space:]]+', ''))
+			FROM information_schema.routines WHERE routine_schema = '$1' ORDER BY routine_name;
+			SELECT trigger_name, MD5(action_statement) FROM information_schema.triggers
+			WHERE trigger_schema = '$1' ORDER BY trigger_name;
+			SELECT version FROM lr_schema ORDER BY version"
+	}
+	assert_equal "$(routines lr_hand)" "$(routines lockrun)"
+	# Applying them again changes nothing (each statement is idempotent).
+	local before
+	before=$(routines lr_hand)
+	for f in "$LR_SRC"/sql/0*.sql; do
+		lr_admin_sql "$LR_DB" - lr_hand <"$f"
+	done
+	assert_equal "$(routines lr_hand)" "$before"
+	run "$LOCKRUNCTL" -c "$(admin_conf_for lr_hand)" init
+	assert_success
+	assert_output --partial "up to date"
+	lr_admin_sql "$LR_DB" "DROP DATABASE lr_hand"
+}

@@ -85,12 +85,16 @@ full_account() {
 	fill 1
 }
 
-# waiting_session: the id of a session of the account blocked in GET_LOCK.
-waiting_session() {
-	local id
-	id=$(sql "SELECT ID FROM information_schema.PROCESSLIST
-		WHERE USER = 'lockrun' AND INFO LIKE 'SELECT GET_LOCK(%' LIMIT 1")
-	[[ -n $id ]] && echo "$id"
+# waiter_sessions RESOURCE: the ids of the two sessions of the one request
+# queued on RESOURCE, once both are there: the one that holds its queue's
+# wake-up lock, and the head's doorbell connection (asleep in lockrun_sleep,
+# which registered it).
+waiter_sessions() {
+	local ids
+	ids=$(sql "SELECT IS_USED_LOCK(CONCAT('lockrun.wait.', request_id)) FROM lr_waiters
+			WHERE resource = '$1'
+		UNION SELECT wake_conn FROM lr_waiters WHERE resource = '$1' AND wake_conn IS NOT NULL")
+	[[ $(wc -w <<<"$ids") == 2 ]] && echo $ids
 }
 
 # alive_after PID SECONDS: PID is still running SECONDS from now.
@@ -193,13 +197,14 @@ waits_through() {
 	"$LOCKRUN" -w 12 -x busy7 -- true 2>"$out" 3>&- &
 	local b=$! id
 	lr_wait_eq 1 waiters busy7
-	full_server 1
-	# Cut the waiter off: it is the one session of the account that waits
-	# in GET_LOCK, on the holder's wake-up lock. One slot less at the same
-	# time, so that its own connection leaves no room behind.
-	lr_wait_for waiting_session
-	id=$(waiting_session)
-	sql "SET GLOBAL max_connections = $((max - 1)); KILL CONNECTION $id"
+	lr_wait_for waiter_sessions busy7
+	full_server 2
+	# Cut the waiter off: both its connections. Two slots less at the same
+	# time, so that they leave no room behind.
+	local ids
+	ids=($(waiter_sessions busy7))
+	sql "SET GLOBAL max_connections = $((max - 2)); KILL CONNECTION ${ids[0]};
+		KILL CONNECTION ${ids[1]}"
 	local rc=0
 	wait "$b" || rc=$?
 	assert_equal "$rc" 75

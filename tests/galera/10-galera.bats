@@ -117,8 +117,9 @@ waitall() {
 }
 
 # workers FILE NAME WORKERS RUNS SECS: WORKERS concurrent loops of RUNS runs
-# each of `lockrun -s NAME` on node (w mod 3) + 1, the child recording itself
-# in FILE and staying SECS. Each run's "WORKER RUN STATUS" goes to $rcs.
+# each of `lockrun -v -s NAME` on node (w mod 3) + 1, the child recording
+# itself in FILE and staying SECS. Each run's "WORKER RUN STATUS" goes to
+# $rcs, lockrun's log to $work/stderr (see poll_report).
 workers() {
 	local file=$1 name=$2 nw=$3 runs=$4 secs=$5 w cmd pids=()
 	cmd=$(rec_cmd "$file" "$name" -- "$secs")
@@ -130,7 +131,7 @@ workers() {
 				rc=0
 				# A run takes seconds; `timeout` turns a hung lockrun
 				# into a failed run (124) instead of a hung test.
-				timeout -k 10 150 "$LOCKRUN" -c "$conf" -w 120 -s "$name" -- \
+				timeout -k 10 150 "$LOCKRUN" -v -c "$conf" -w 120 -s "$name" -- \
 					sh -c "$cmd" 2>>"$work/stderr" || rc=$?
 				echo "$w $r $rc" >>"$rcs"
 			done
@@ -145,11 +146,33 @@ statuses() {
 	awk '{ print $3 }' "$rcs" | sort -n | uniq -c | sed 's/^ *//'
 }
 
+# poll_report NAME SECONDS: how fast the grants went, and what waiting cost
+# the servers: the head of the queue polls (Galera has no doorbell across
+# nodes), from lockrun -v's "waited ..." lines.
+poll_report() {
+	local grants
+	grants=$(rec_count "$rec" enter "$1")
+	awk -v n="$1" -v secs="$2" -v g="$grants" '
+		/waited .* polls, / {
+			w++
+			for (i = 1; i <= NF; i++) {
+				if ($i == "polls,") polls += $(i - 1)
+				if ($i == "them") { hp += $(i - 2); hs += $(i + 2) }
+			}
+		}
+		END {
+			printf "# %s: %d grants in %.1f s (%.1f/s); %d waits, %d polls, ", n, g, secs, g / secs, w, polls
+			printf "the head polled %d times in %.1f s (%.0f/s)\n", hp, hs, hs > 0 ? hp / hs : 0
+		}' "$work/stderr" >&3
+}
+
 @test "capacity 1, 300 grants from 30 contenders on 3 nodes: never 2 inside" {
 	ctl set g1 1
-	local before
+	local before t0
 	before=$(conflicts)
+	t0=$EPOCHREALTIME
 	workers "$rec" g1 30 10 0.01
+	poll_report g1 "$(echo "$EPOCHREALTIME - $t0" | bc)"
 	echo "exit statuses:"
 	statuses
 	assert_equal "$(statuses)" "300 0"
@@ -174,7 +197,9 @@ statuses() {
 
 @test "capacity 3, 300 grants from 30 contenders on 3 nodes: never 4 inside, and more than 1" {
 	ctl set g3 3
+	local t0=$EPOCHREALTIME
 	workers "$rec" g3 30 10 0.2
+	poll_report g3 "$(echo "$EPOCHREALTIME - $t0" | bc)"
 	assert_equal "$(statuses)" "300 0"
 	assert_equal "$(rec_count "$rec" enter g3)" 300
 	assert_equal "$(rec_count "$rec" leave g3)" 300
@@ -528,12 +553,12 @@ lagging_run() {
 @test "causal: a release through a node that lags behind the grant deletes the hold" {
 	# The release is lockrun's first statement on node 2. Were it not
 	# causal, its DELETE would match nothing and it would report success,
-	# leaving the hold to its ttl. (Its START TRANSACTION waits for node 2
-	# to catch up: wsrep_sync_wait bit 1 covers BEGIN as well.)
+	# leaving the hold to its ttl. (The procedure turns wsrep_sync_wait on
+	# for itself: its transaction waits for node 2 to catch up.)
 	lagging_run release
 	assert_equal "$(cat "$work/lockrun.rc")" 0
 	assert_equal "$(cat "$work/child")" "$(printf 'in\nout')"
-	grep -q "127.0.0.2:[0-9]*: DELETE FROM lr_holds WHERE grant_id" "$work/lockrun.err"
+	grep -q "127.0.0.2:[0-9]*: CALL lockrun_release(" "$work/lockrun.err"
 	# Gone now (a hold that ran out would still be there: nothing sweeps
 	# it), on every node, and the log says how the grant ended.
 	local n

@@ -51,3 +51,23 @@ loop_cmd() {
 	printf 'flock %q sh -c "echo enter %s \\$LOCKRUN_FENCE >>%q"; trap "flock %q sh -c \\"echo leave %s >>%q\\"; exit 0" TERM; while :; do sleep 0.05; done' \
 		"$rec.lk" "$name" "$rec" "$rec.lk" "$name" "$rec"
 }
+
+# until_cmd NAME: a command that records "enter NAME MS" (MS: wall clock in
+# milliseconds), stays until the file $BATS_TEST_TMPDIR/go.NAME exists, and
+# records "leave NAME MS" just before it exits (into $rec, under its flock).
+until_cmd() {
+	local go=$BATS_TEST_TMPDIR/go.$1
+	printf 'flock %q sh -c %q; while [ ! -e %q ]; do sleep 0.01; done; flock %q sh -c %q' \
+		"$rec.lk" "echo enter $1 \$((\$(date +%s%N) / 1000000)) >>$rec" "$go" \
+		"$rec.lk" "echo leave $1 \$((\$(date +%s%N) / 1000000)) >>$rec"
+}
+
+# rec_ms WHAT NAME: the time in ms an until_cmd child recorded.
+rec_ms() {
+	awk -v w="$1" -v n="$2" '$1 == w && $2 == n { print $3; exit }' "$rec"
+}
+
+# median N...: the median of whole numbers (the lower middle one).
+median() {
+	printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"
+}

@@ -1,0 +1,105 @@
+# shellcheck shell=bash
+#
+# bench/lib.bash: what bench/run and bench/galera share: formatting,
+# percentiles, and the contention loops with their hand-off statistics.
+# Expects T (the temp dir, with data/ in it), CONT_SECS, CONT_WARM_US and
+# the array BG_PIDS from the caller.
+
+# fmt_ms MICROSECONDS: milliseconds with two decimals ("-" stays "-").
+fmt_ms() { awk -v v="$1" 'BEGIN { if (v ~ /^-?[0-9.]+$/) printf "%.2f", v / 1000; else printf "-" }'; }
+
+# ratio A B: A/B with two decimals, or "-".
+ratio() {
+	awk -v a="$1" -v b="$2" '
+		BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else printf "-" }'
+}
+
+# pct FILE P...: the P-th percentiles (nearest rank) of the numbers in FILE,
+# space-separated; "-" for each if FILE has no numbers.
+pct() {
+	local f=$1
+	shift
+	sort -n "$f" | awk -v ps="$*" '
+		NF { v[++n] = $1 }
+		END {
+			k = split(ps, p, " ")
+			for (i = 1; i <= k; i++) {
+				if (n == 0) { printf "%s-", (i > 1 ? " " : ""); continue }
+				r = int(p[i] / 100 * n + 0.999999)
+				if (r < 1) r = 1
+				if (r > n) r = n
+				printf "%s%s", (i > 1 ? " " : ""), v[r]
+			}
+			printf "\n"
+		}'
+}
+
+now_us() {
+	local t=$EPOCHREALTIME
+	echo "${t/./}"
+}
+
+# contend_loop DEADLINE_US CMD...: run CMD over and over until DEADLINE_US.
+# Failures are counted in $T/cont.fail (one line each).
+contend_loop() {
+	local deadline=$1 t
+	shift
+	while t=$EPOCHREALTIME && ((${t/./} < deadline)); do
+		"$@" >/dev/null 2>>"$T/errors.log" || echo "$?" >>"$T/cont.fail"
+	done
+}
+
+# contend NAME LOOPS CMD_A [--- CMD_B]: LOOPS loops, each running its command
+# over and over for CONT_WARM_US + CONT_SECS; with CMD_B, the last
+# max(1, LOOPS/8) loops run CMD_B (the writers behind readers). The wrapped
+# commands append to $T/data/cont.NAME. Sets the measuring window, WIN0 to
+# WIN1 (µs): the last CONT_SECS, once all loops have started and connected.
+contend() {
+	local name=$1 loops=$2 i nb=0
+	shift 2
+	local -a a=() b=() pids=()
+	while (($#)) && [[ $1 != --- ]]; do
+		a+=("$1")
+		shift
+	done
+	if (($#)); then
+		shift
+		b=("$@")
+		nb=$((loops / 8 > 1 ? loops / 8 : 1))
+	fi
+	: >"$T/data/cont.$name"
+	: >"$T/cont.fail"
+	WIN0=$(($(now_us) + CONT_WARM_US))
+	WIN1=$((WIN0 + CONT_SECS * 1000000))
+	for ((i = 0; i < loops; i++)); do
+		if ((i >= loops - nb)); then
+			contend_loop "$WIN1" "${b[@]}" &
+		else
+			contend_loop "$WIN1" "${a[@]}" &
+		fi
+		pids+=($!)
+	done
+	BG_PIDS+=("${pids[@]}")
+	wait "${pids[@]}" || true
+}
+
+# cont_stats NAME CAPACITY: "GRANTS_PER_S P50_US P99_US VIOLATIONS" from the
+# stamps of the last contend run. Release-to-start: the k-th permit freed
+# (k-th end in time order) is in use again at the (k+CAPACITY)-th start;
+# the figure is that start minus that end, for starts inside the window.
+# For a mutex this is simply the next start minus the previous end. A
+# negative value would mean more than CAPACITY commands ran at once.
+cont_stats() {
+	local name=$1 cap=$2 f=$T/data/cont.$1 grants p50 p99 bad
+	local w0=$((WIN0 * 1000)) w1=$((WIN1 * 1000))
+	grants=$(awk -v w0="$w0" -v w1="$w1" -v s="$CONT_SECS" \
+		'$2 >= w0 && $2 < w1 { n++ } END { printf "%.1f", n / s }' "$f")
+	awk '{ print $2 }' "$f" | sort -n >"$T/starts"
+	awk '{ print $3 }' "$f" | sort -n >"$T/ends"
+	tail -n "+$((cap + 1))" "$T/starts" | paste - "$T/ends" |
+		awk -v w0="$w0" -v w1="$w1" 'NF == 2 && $1 >= w0 && $1 < w1 { print int(($1 - $2) / 1000) }' \
+			>"$T/data/r2s.$name"
+	bad=$(awk '$1 < 0 { n++ } END { print n + 0 }' "$T/data/r2s.$name")
+	read -r p50 p99 < <(pct "$T/data/r2s.$name" 50 99)
+	echo "$grants $p50 $p99 $bad"
+}

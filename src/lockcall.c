@@ -1,0 +1,618 @@
+#include "lockcall.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysqld_error.h>
+
+#include "strbuf.h"
+#include "text.h"
+
+/* The API version these calls are written for: every answer row says its
+ * own in the `api` column, so the first CALL is also the schema check. */
+#define API_VERSION   2
+#define WAIT_LOCK     "lockrun.wait."
+#define HOLDERS_SHOWN 4
+#define HOLDER_COLS   120
+#define MESSAGE_COLS  300
+
+static const char *schema_hint = "the lockrun schema is missing or outdated; run 'lockrunctl init'";
+
+/* The item's kind as the API spells it. */
+static const char *api_kind(enum lr_kind k)
+{
+	switch (k) {
+	case LR_KIND_SEMAPHORE:
+		return "semaphore";
+	case LR_KIND_READ:
+		return "read";
+	case LR_KIND_WRITE:
+		return "write";
+	case LR_KIND_KEY:
+		return "key";
+	default:
+		return "mutex";
+	}
+}
+
+/* 'kind:name[:count],...': every table item, quoted. Names are checked by
+ * lr_name_valid, so they never contain ',' or ':'. */
+static void add_items(struct lr_lock *lk, struct lr_sb *sb)
+{
+	struct lr_sb items;
+	bool first = true;
+
+	lr_sb_init(&items);
+	for (size_t i = 0; i < lk->nitems; i++) {
+		const struct lr_item *it = &lk->items[i];
+		if (it->kind == LR_KIND_NAMED)
+			continue;
+		lr_sb_printf(&items, "%s%s:%s", first ? "" : ",", api_kind(it->kind),
+		             lr_lock_display_name(it));
+		if (it->kind == LR_KIND_SEMAPHORE)
+			lr_sb_printf(&items, ":%u", it->count);
+		first = false;
+	}
+	if (items.oom)
+		sb->oom = true;
+	else
+		lr_db_sb_quote(lk->db, sb, lr_sb_str(&items));
+	lr_sb_finish(&items);
+}
+
+/* A 32-hex id we made ourselves: safe inside quotes as it is. */
+static void add_id(struct lr_sb *sb, const char *id)
+{
+	lr_sb_printf(sb, "'%.32s'", id);
+}
+
+/*
+ * Judges a failed CALL. A missing or older procedure is the version check
+ * (1305 no such procedure, 1318 other arguments, 1146/1054 older tables).
+ * acquire says whether the CALL could have granted: then a lost answer is
+ * an unknown outcome, to be settled, never simply repeated.
+ */
+static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
+{
+	unsigned e = lr_db_errno(db);
+
+	lr_lock_take_db_error(lk, db);
+	if (e == ER_SP_DOES_NOT_EXIST || e == ER_SP_WRONG_NO_OF_ARGS || e == ER_NO_SUCH_TABLE ||
+	    e == ER_BAD_FIELD_ERROR) {
+		snprintf(lk->err, sizeof(lk->err), "%s: %s", lr_db_server(db), schema_hint);
+		return LR_CALL_SCHEMA;
+	}
+	/* 1047: the node refused it; ENOTCONN: it was never sent. */
+	if (acquire &&
+	    ((lr_db_error_is_connection(e) && e != ER_UNKNOWN_COM_ERROR && e != LR_DB_ENOTCONN) ||
+	     e == ER_QUERY_INTERRUPTED))
+		return LR_CALL_UNKNOWN;
+	if (lr_db_error_is_retryable(e) || lr_db_error_is_busy(e))
+		return LR_CALL_RETRY;
+	return LR_CALL_FAIL;
+}
+
+/* Sends a CALL; on success the answer is the current result. */
+static enum lr_call call(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, bool acquire)
+{
+	if (sb->oom) {
+		snprintf(lk->err, sizeof(lk->err), "out of memory");
+		return LR_CALL_FAIL;
+	}
+	if (!lr_db_query(db, lr_sb_str(sb)))
+		return judge(lk, db, acquire);
+	return LR_CALL_OK;
+}
+
+/* Column positions of an answer, looked up by name: the procedures may add
+ * columns, and the order is theirs. */
+struct cols {
+	int outcome, grant_id, resource, state, fence, ticket, at_head, ahead_max, fits, wait_for,
+	    holder, message, galera, api, places, woken, holds, renewed, used, capacity, permits;
+};
+
+static void find_cols(lr_db *db, struct cols *c)
+{
+	c->outcome = lr_db_column(db, "outcome");
+	c->grant_id = lr_db_column(db, "grant_id");
+	c->resource = lr_db_column(db, "resource");
+	c->state = lr_db_column(db, "state");
+	c->fence = lr_db_column(db, "fence");
+	c->ticket = lr_db_column(db, "ticket");
+	c->at_head = lr_db_column(db, "at_head");
+	c->ahead_max = lr_db_column(db, "ahead_max");
+	c->fits = lr_db_column(db, "fits");
+	c->wait_for = lr_db_column(db, "wait_for");
+	c->holder = lr_db_column(db, "holder");
+	c->message = lr_db_column(db, "message");
+	c->galera = lr_db_column(db, "galera");
+	c->api = lr_db_column(db, "api");
+	c->places = lr_db_column(db, "places");
+	c->woken = lr_db_column(db, "woken");
+	c->holds = lr_db_column(db, "holds");
+	c->renewed = lr_db_column(db, "renewed");
+	c->used = lr_db_column(db, "used");
+	c->capacity = lr_db_column(db, "capacity");
+	c->permits = lr_db_column(db, "permits");
+}
+
+static const char *str(MYSQL_ROW row, int col)
+{
+	return col >= 0 && row[col] ? row[col] : "?";
+}
+
+static const char *get(MYSQL_ROW row, int col)
+{
+	return col >= 0 ? row[col] : NULL;
+}
+
+static unsigned long long num(MYSQL_ROW row, int col)
+{
+	const char *v = get(row, col);
+	return v ? strtoull(v, NULL, 10) : 0;
+}
+
+static bool flag(MYSQL_ROW row, int col)
+{
+	return num(row, col) != 0;
+}
+
+/* Every row must say it speaks our API version: an older schema's
+ * procedures of the same name would mean something else. */
+static bool api_ok(struct lr_lock *lk, lr_db *db, const struct cols *c, MYSQL_ROW row)
+{
+	if (c->api >= 0 && num(row, c->api) >= API_VERSION)
+		return true;
+	snprintf(lk->err, sizeof(lk->err), "%s: %s", lr_db_server(db), schema_hint);
+	return false;
+}
+
+/* "CALL proc('id'": how every call but acquire and settle starts. */
+static void start_call(struct lr_sb *sb, const char *proc, const char *id)
+{
+	lr_sb_init(sb);
+	lr_sb_printf(sb, "CALL %s('%.32s'", proc, id);
+}
+
+/* Sends a CALL whose answer is one row, and finds that row and its
+ * columns. */
+static enum lr_call call_row(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, struct cols *c,
+                             MYSQL_ROW *row)
+{
+	enum lr_call r = call(lk, db, sb, false);
+
+	if (r != LR_CALL_OK)
+		return r;
+	find_cols(db, c);
+	*row = lr_db_fetch(db);
+	if (!*row || !api_ok(lk, db, c, *row))
+		return LR_CALL_SCHEMA;
+	return LR_CALL_OK;
+}
+
+/* A wake-up lock name from the database goes back into SQL only if it is
+ * one of ours: 'lockrun.wait.' and 32 lowercase hex digits. */
+static bool wait_lock_valid(const char *s)
+{
+	size_t n = strlen(WAIT_LOCK), i;
+
+	if (strncmp(s, WAIT_LOCK, n) != 0)
+		return false;
+	for (i = n; s[i]; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return i == n + 32;
+}
+
+static void note_wait_for(struct lr_lock *lk, const char *v)
+{
+	if (!lk->wait_for[0] && v && wait_lock_valid(v))
+		snprintf(lk->wait_for, sizeof(lk->wait_for), "%s", v);
+}
+
+static enum lr_outcome outcome_of(const char *s)
+{
+	if (!s)
+		return LR_OUT_NONE;
+	if (strcmp(s, "granted") == 0)
+		return LR_OUT_GRANTED;
+	if (strcmp(s, "queued") == 0)
+		return LR_OUT_QUEUED;
+	if (strcmp(s, "busy") == 0)
+		return LR_OUT_BUSY;
+	if (strcmp(s, "key_busy") == 0)
+		return LR_OUT_KEY_BUSY;
+	if (strcmp(s, "invalid") == 0)
+		return LR_OUT_INVALID;
+	return LR_OUT_NONE;
+}
+
+/* The message of the row that decided: a held key over anything else (it
+ * is never waited for), then the first row in name order that is not ok.
+ * Server text: shown escaped. */
+static void take_message(struct lr_lock *lk, const char *msg, const char *state, bool *have)
+{
+	struct lr_sb sb;
+	bool key = state && strcmp(state, "key_busy") == 0;
+
+	if (!msg || (*have && !key))
+		return;
+	lr_sb_init(&sb);
+	lr_text_show(&sb, msg, MESSAGE_COLS);
+	if (!sb.oom)
+		snprintf(lk->err, sizeof(lk->err), "%s", lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	*have = true;
+}
+
+/* "; 'x' held by host:pid (command)", for -v; host and command are
+ * whatever another client stored, so shown escaped. */
+static void add_holder(struct lr_sb *sb, struct lr_item *it, const char *resource,
+                       const char *holder, unsigned *n)
+{
+	if (!holder || *n >= HOLDERS_SHOWN)
+		return;
+	lr_sb_puts(sb, *n ? ", '" : "; '");
+	if (it)
+		lr_sb_puts(sb, lr_lock_display_name(it));
+	else
+		lr_text_show(sb, resource, 80);
+	lr_sb_puts(sb, "' held by ");
+	lr_text_show(sb, holder, HOLDER_COLS);
+	(*n)++;
+}
+
+/*
+ * One acquire attempt: CALL lockrun_acquire, which sweeps a bounded number
+ * of expired rows, decides, and grants, queues (enqueue) or does nothing,
+ * all in one transaction in the database. Reads the grant (grant_id and
+ * fences), our queue tickets, whether we are at the head, the wake-up lock
+ * of the waiter right ahead, the message and holders for the user, and
+ * whether the server is a Galera node. One round trip. On an error the
+ * outcome is unknown only if the answer was lost (LR_CALL_UNKNOWN).
+ */
+enum lr_call lr_call_acquire(struct lr_lock *lk, bool enqueue, enum lr_outcome *out)
+{
+	struct lr_sb sb, holders;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+	size_t rows = 0, tickets = 0;
+	unsigned nholders = 0;
+	bool have_msg = false, head = true;
+
+	lr_sb_init(&sb);
+	lr_sb_init(&holders);
+	lr_sb_puts(&sb, "CALL lockrun_acquire(");
+	add_items(lk, &sb);
+	lr_sb_puts(&sb, ",");
+	add_id(&sb, lk->request_id);
+	lr_sb_puts(&sb, ",");
+	add_id(&sb, lk->lease);
+	lr_sb_printf(&sb, ",%u,%d,", lk->ttl_ms, enqueue ? 1 : 0);
+	lr_db_sb_quote(lk->db, &sb, lk->owner.host);
+	lr_sb_printf(&sb, ",%ld,", (long)lk->owner.pid);
+	lr_db_sb_quote(lk->db, &sb, lk->owner.os_user);
+	lr_sb_puts(&sb, ",");
+	lr_db_sb_quote(lk->db, &sb, lk->owner.command);
+	lr_sb_puts(&sb, ")");
+	r = call(lk, lk->db, &sb, true);
+	if (r != LR_CALL_OK)
+		goto out;
+	find_cols(lk->db, &c);
+	*out = LR_OUT_NONE;
+	lk->wait_for[0] = '\0';
+	lk->err[0] = '\0';
+	lk->grant_id = 0;
+	while ((row = lr_db_fetch(lk->db))) {
+		struct lr_item *it = lr_lock_find(lk, get(row, c.resource) ? row[c.resource] : "");
+		if (!api_ok(lk, lk->db, &c, row)) {
+			r = LR_CALL_SCHEMA;
+			goto out;
+		}
+		rows++;
+		*out = outcome_of(get(row, c.outcome));
+		lk->galera = flag(row, c.galera);
+		if (!flag(row, c.at_head))
+			head = false;
+		note_wait_for(lk, get(row, c.wait_for));
+		take_message(lk, get(row, c.message), get(row, c.state), &have_msg);
+		add_holder(&holders, it, get(row, c.resource), get(row, c.holder), &nholders);
+		if (!it)
+			continue;
+		if (*out == LR_OUT_GRANTED) {
+			lk->grant_id = num(row, c.grant_id);
+			it->fence = num(row, c.fence);
+		}
+		if (get(row, c.ticket)) {
+			it->ticket = num(row, c.ticket);
+			tickets++;
+		}
+	}
+	if (rows == 0) {
+		snprintf(lk->err, sizeof(lk->err), "%s: %s", lr_db_server(lk->db), schema_hint);
+		r = LR_CALL_SCHEMA;
+		goto out;
+	}
+	lk->at_head = head;
+	lk->queued = *out != LR_OUT_GRANTED && tickets == lk->ntable;
+	if (lk->queued)
+		lk->ever_queued = true;
+	if (*out == LR_OUT_GRANTED && !lk->grant_id) {
+		snprintf(lk->err, sizeof(lk->err), "%s: a grant without a grant id",
+		         lr_db_server(lk->db));
+		r = LR_CALL_FAIL;
+	}
+	snprintf(lk->holders, sizeof(lk->holders), "%s", holders.oom ? "" : lr_sb_str(&holders));
+out:
+	lr_sb_finish(&sb);
+	lr_sb_finish(&holders);
+	return r;
+}
+
+/*
+ * After an acquire whose answer was lost: CALL lockrun_settle, on a fresh
+ * connection. It first writes every resource row, so it waits for (or, on
+ * Galera, conflicts in certification with) the CALL that may still be in
+ * flight, then reads the lease and our queue places and commits: what it
+ * answers is final. Not granted, it leaves a tombstone for the lease, so a
+ * CALL still on its way fails instead of granting: the next attempt needs
+ * a new lease id. One round trip; 1205/1213 mean settle again.
+ */
+enum lr_call lr_call_settle(struct lr_lock *lk, enum lr_outcome *out)
+{
+	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+	size_t rows = 0, fences = 0, tickets = 0;
+	uint64_t gid = 0;
+
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "CALL lockrun_settle(");
+	add_items(lk, &sb);
+	lr_sb_puts(&sb, ",");
+	add_id(&sb, lk->request_id);
+	lr_sb_puts(&sb, ",");
+	add_id(&sb, lk->lease);
+	lr_sb_puts(&sb, ")");
+	r = call(lk, lk->db, &sb, false);
+	if (r != LR_CALL_OK)
+		goto out;
+	find_cols(lk->db, &c);
+	*out = LR_OUT_NONE;
+	while ((row = lr_db_fetch(lk->db))) {
+		struct lr_item *it = lr_lock_find(lk, get(row, c.resource) ? row[c.resource] : "");
+		if (!api_ok(lk, lk->db, &c, row)) {
+			r = LR_CALL_SCHEMA;
+			goto out;
+		}
+		rows++;
+		*out = outcome_of(get(row, c.outcome));
+		if (!it)
+			continue;
+		if (*out == LR_OUT_GRANTED && get(row, c.fence)) {
+			gid = num(row, c.grant_id);
+			it->fence = num(row, c.fence);
+			fences++;
+		}
+		if (get(row, c.ticket)) {
+			it->ticket = num(row, c.ticket);
+			tickets++;
+		}
+	}
+	/* Anything short of the whole request is not what we asked for. */
+	if (*out == LR_OUT_GRANTED && (fences != lk->ntable || !gid)) {
+		snprintf(lk->err, sizeof(lk->err), "%s: settlement found a partial grant",
+		         lr_db_server(lk->db));
+		r = LR_CALL_FAIL;
+		goto out;
+	}
+	if (*out == LR_OUT_QUEUED && tickets != lk->ntable)
+		*out = LR_OUT_NONE;
+	if (rows == 0)
+		*out = LR_OUT_NONE;
+	lk->grant_id = *out == LR_OUT_GRANTED ? gid : 0;
+	lk->queued = *out == LR_OUT_QUEUED;
+out:
+	lr_sb_finish(&sb);
+	return r;
+}
+
+/*
+ * A queued waiter's cheap look: CALL lockrun_poll, which also keeps our
+ * queue places alive (the heartbeat). *could: an attempt could succeed now
+ * (at the head and room on every resource). No rows: our places were
+ * swept, lk->queued is cleared and the next attempt queues again. Sets
+ * at_head, ahead_max, the wake-up lock to block on, and the status line.
+ * One round trip.
+ */
+enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
+{
+	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+	size_t rows = 0;
+	bool head = true, fits = true, decide = false;
+	unsigned ahead = 0;
+
+	start_call(&sb, "lockrun_poll", lk->request_id);
+	lr_sb_puts(&sb, ")");
+	r = call(lk, lk->db, &sb, false);
+	if (r != LR_CALL_OK)
+		goto out;
+	find_cols(lk->db, &c);
+	lk->wait_for[0] = '\0';
+	lk->polls++;
+	if (lk->at_head)
+		lk->head_polls++;
+	while ((row = lr_db_fetch(lk->db))) {
+		const char *res = get(row, c.resource);
+		struct lr_item *it = lr_lock_find(lk, res ? res : "");
+		bool row_head = flag(row, c.at_head), row_fits = flag(row, c.fits);
+		if (!api_ok(lk, lk->db, &c, row)) {
+			r = LR_CALL_SCHEMA;
+			goto out;
+		}
+		rows++;
+		lk->galera = flag(row, c.galera);
+		if ((!row_head || !row_fits) && head && fits && it)
+			snprintf(lk->status, sizeof(lk->status),
+			         "waiting for '%s': %s/%s used, at most %s ahead in the queue",
+			         lr_lock_display_name(it), str(row, c.used), str(row, c.capacity),
+			         str(row, c.ahead_max));
+		head = head && row_head;
+		fits = fits && row_fits;
+		if (num(row, c.ahead_max) > ahead)
+			ahead = (unsigned)num(row, c.ahead_max);
+		note_wait_for(lk, get(row, c.wait_for));
+		/* A held key, or a count the capacity no longer allows, is
+		 * decided by an attempt at once: neither is worth waiting for. */
+		if ((it && it->kind == LR_KIND_KEY && !row_fits) ||
+		    num(row, c.permits) > num(row, c.capacity))
+			decide = true;
+		if (c.places >= 0 && num(row, c.places) != lk->ntable)
+			rows = 0; /* a place was swept: queue again, all of them */
+	}
+	lk->at_head = head;
+	lk->ahead_max = ahead;
+	*could = rows == 0 || decide || (head && fits);
+	if (rows == 0)
+		lk->queued = false;
+out:
+	lr_sb_finish(&sb);
+	return r;
+}
+
+/*
+ * The head waiter's doorbell: CALL lockrun_sleep on db, a connection of its
+ * own that runs nothing else (a release KILL QUERYs the sleep; a KILL that
+ * came late must not hit anything else). Returns at once if an attempt
+ * could succeed, else after at most ms, earlier when a release on the same
+ * server rings. Keeps the queue places alive like a poll. *woken: attempt
+ * now. A KILL that lands outside SLEEP() ends the CALL with 1317: woken
+ * too. No places left: lk->queued is cleared. One round trip.
+ */
+enum lr_call lr_call_sleep(struct lr_lock *lk, lr_db *db, unsigned ms, bool *woken)
+{
+	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+
+	start_call(&sb, "lockrun_sleep", lk->request_id);
+	lr_sb_printf(&sb, ",%u)", ms);
+	*woken = false;
+	lk->sleeps++;
+	r = call_row(lk, db, &sb, &c, &row);
+	/* A ring that lands outside SLEEP() interrupts the CALL instead. */
+	if (r != LR_CALL_OK && lr_db_errno(db) == ER_QUERY_INTERRUPTED) {
+		*woken = true;
+		r = LR_CALL_OK;
+		goto out;
+	}
+	if (r != LR_CALL_OK)
+		goto out;
+	*woken = flag(row, c.woken);
+	if (c.places >= 0 && num(row, c.places) != lk->ntable) {
+		lk->queued = false;
+		*woken = true;
+	}
+out:
+	lr_sb_finish(&sb);
+	return r;
+}
+
+/* Leaves the queue: CALL lockrun_dequeue deletes our waiter rows and lets
+ * go of our wake-up lock, which wakes the waiter behind us. One round
+ * trip. */
+enum lr_call lr_call_dequeue(struct lr_lock *lk)
+{
+	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+
+	start_call(&sb, "lockrun_dequeue", lk->request_id);
+	lr_sb_puts(&sb, ")");
+	r = call_row(lk, lk->db, &sb, &c, &row);
+	if (r == LR_CALL_OK)
+		lk->queued = false;
+	lr_sb_finish(&sb);
+	return r;
+}
+
+/*
+ * CALL lockrun_renew: extends every hold of the lease by the ttl from the
+ * server's now, but only holds not yet past the grace (one past it may have
+ * been swept and its permits given away). *lost: the server says the lease
+ * is gone, i.e. not every table item was renewed. One round trip.
+ */
+enum lr_call lr_call_renew(struct lr_lock *lk, bool *lost)
+{
+	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+
+	start_call(&sb, "lockrun_renew", lk->lease);
+	lr_sb_printf(&sb, ",%u)", lk->ttl_ms);
+	*lost = false;
+	r = call_row(lk, lk->db, &sb, &c, &row);
+	if (r != LR_CALL_OK)
+		goto out;
+	if (num(row, c.renewed) != lk->ntable || num(row, c.holds) != num(row, c.renewed)) {
+		*lost = true;
+		snprintf(lk->err, sizeof(lk->err),
+		         "the lease of grant %llu has expired or was revoked",
+		         (unsigned long long)lk->grant_id);
+	}
+out:
+	lr_sb_finish(&sb);
+	return r;
+}
+
+static const char *end_name(enum lr_end how)
+{
+	switch (how) {
+	case LR_END_EXITED:
+		return "exited";
+	case LR_END_SIGNALED:
+		return "signaled";
+	case LR_END_LOST:
+		return "lost";
+	case LR_END_SPAWN_FAILED:
+		return "spawn_failed";
+	case LR_END_ABORTED:
+		return "aborted";
+	}
+	return "aborted";
+}
+
+/*
+ * CALL lockrun_release: deletes the lease's holds and closes its lock-log
+ * entry in one transaction, then rings the doorbell of each freed
+ * resource's head waiter. Idempotent: after any error it is simply called
+ * again. One round trip.
+ */
+enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status)
+{
+	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+
+	start_call(&sb, "lockrun_release", lk->lease);
+	lr_sb_printf(&sb, ",'%s',", end_name(how));
+	if (how == LR_END_EXITED)
+		lr_sb_printf(&sb, "%d,NULL)", status);
+	else if (how == LR_END_SIGNALED || how == LR_END_LOST)
+		lr_sb_printf(&sb, "NULL,%d)", status);
+	else
+		lr_sb_puts(&sb, "NULL,NULL)");
+	r = call_row(lk, lk->db, &sb, &c, &row);
+	lr_sb_finish(&sb);
+	return r;
+}

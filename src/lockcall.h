@@ -1,0 +1,42 @@
+/*
+ * The CALLs of lockrun's SQL API (sql/002-procedures.sql, API version 2)
+ * and the reading of their answers into a struct lr_lock. Every lock
+ * operation is one CALL, one round trip; this is all the SQL text the lock
+ * modules send besides named locks and the GET_LOCK wake-up chain.
+ */
+#ifndef LR_LOCKCALL_H
+#define LR_LOCKCALL_H
+
+#include <stdbool.h>
+
+#include "db.h"
+#include "lock.h"
+
+/* How a CALL went, and so what the caller does next. */
+enum lr_call {
+	LR_CALL_OK,
+	LR_CALL_RETRY,   /* rolled back, or never ran: CALL again */
+	LR_CALL_UNKNOWN, /* an acquire whose answer was lost: settle it */
+	LR_CALL_SCHEMA,  /* no procedures, or older ones: run lockrunctl init */
+	LR_CALL_FAIL,    /* anything else; lk->err says what */
+};
+
+/* What lockrun_acquire or lockrun_settle decided. */
+enum lr_outcome {
+	LR_OUT_GRANTED,
+	LR_OUT_QUEUED,
+	LR_OUT_BUSY,
+	LR_OUT_KEY_BUSY,
+	LR_OUT_INVALID,
+	LR_OUT_NONE, /* settle: neither granted nor queued */
+};
+
+enum lr_call lr_call_acquire(struct lr_lock *lk, bool enqueue, enum lr_outcome *out);
+enum lr_call lr_call_settle(struct lr_lock *lk, enum lr_outcome *out);
+enum lr_call lr_call_poll(struct lr_lock *lk, bool *could);
+enum lr_call lr_call_sleep(struct lr_lock *lk, lr_db *db, unsigned ms, bool *woken);
+enum lr_call lr_call_dequeue(struct lr_lock *lk);
+enum lr_call lr_call_renew(struct lr_lock *lk, bool *lost);
+enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status);
+
+#endif

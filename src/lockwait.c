@@ -1,0 +1,191 @@
+#include "lockwait.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lockcall.h"
+#include "log.h"
+#include "strbuf.h"
+
+/* Single server: the head sleeps on its doorbell this long per CALL (a
+ * lost ring costs at most this), the others block on the wake-up lock of
+ * the waiter ahead at most this long. Both stay under the heartbeat: a
+ * queue place lives 10 s unless lockrun_poll or lockrun_sleep renews it,
+ * and either runs at least every HEARTBEAT_MS. */
+#define HEAD_SLEEP_MS 1000
+#define CHAIN_WAIT_MS 2000
+#define HEARTBEAT_MS  3000
+/* Without a wake-up lock to block on (the one ahead is gone, or fired
+ * already), and after a failed doorbell. */
+#define STALE_POLL_MS 500
+#define BELL_RETRY_MS 200
+/* Galera: the head polls every 5-15 ms (about 100 calls/s while a queue
+ * is contended: a hand-off then costs a poll interval plus a causal read);
+ * the next two in line every 25-50 ms, the rest every 250-500 ms. */
+#define GALERA_HEAD_MS 10
+#define GALERA_NEAR    2
+/* --named alone: nothing to be woken by; attempts at a growing interval. */
+#define NAMED_MIN_MS 40
+#define NAMED_MAX_MS 500
+
+static unsigned least(unsigned a, uint64_t b)
+{
+	return b < a ? (unsigned)b : a;
+}
+
+/* The pause before a Galera waiter's next poll. */
+static unsigned galera_pace(const struct lr_lock *lk)
+{
+	if (lk->at_head)
+		return lr_lock_jitter(GALERA_HEAD_MS); /* [5, 15) */
+	if (lk->ahead_max <= GALERA_NEAR)
+		return 13 + lr_lock_jitter(25); /* [25, 50) */
+	return 125 + lr_lock_jitter(250);       /* [250, 500) */
+}
+
+enum bell { BELL_WOKEN, BELL_SLEPT, BELL_FAILED };
+
+/*
+ * The head waiter's wait on one server: CALL lockrun_sleep on the second
+ * connection, opened on first use (one handshake per contended run) and
+ * kept until the wait ends. The release that frees room KILLs the sleep,
+ * so the head learns of it at database speed; a release on another server
+ * is seen within HEAD_SLEEP_MS. One round trip per ring or per ms.
+ */
+static enum bell doorbell(struct lr_lock *lk, unsigned ms)
+{
+	bool woken = false;
+	enum lr_call r;
+
+	if (!lk->bell) {
+		lk->bell = lr_db_create_sibling(lk->db);
+		if (!lk->bell)
+			return BELL_FAILED;
+		lr_db_set_cancel(lk->bell, lk->cancel);
+	}
+	if (!lr_db_connected(lk->bell) && !lr_db_connect(lk->bell)) {
+		lr_log_debug("no doorbell connection, polling: %s", lr_db_error(lk->bell));
+		return BELL_FAILED;
+	}
+	lr_db_set_op_timeout(lk->bell, ms + 5000);
+	r = lr_call_sleep(lk, lk->bell, ms, &woken);
+	if (r != LR_CALL_OK) {
+		lr_log_debug("doorbell: %s", lk->err);
+		return BELL_FAILED;
+	}
+	return woken || !lk->queued ? BELL_WOKEN : BELL_SLEPT;
+}
+
+/*
+ * A waiter behind another one, on one server: blocks in GET_LOCK on the
+ * wake-up lock of the waiter right ahead, which that waiter's session holds
+ * while it waits and gives up when it is granted or leaves (or dies). Got
+ * it: let go of it at once (same statement), and never block on it again,
+ * as a lock nobody holds would return at once. One round trip.
+ */
+static void chain(struct lr_lock *lk, unsigned ms)
+{
+	struct lr_sb sb;
+	MYSQL_ROW row;
+
+	lr_sb_init(&sb);
+	lr_sb_printf(&sb, "SELECT GET_LOCK('%s', %u.%03u), RELEASE_LOCK('%s')", lk->wait_for,
+	             ms / 1000, ms % 1000, lk->wait_for);
+	lr_db_set_op_timeout(lk->db, ms + 5000);
+	if (!sb.oom && lr_db_query(lk->db, lr_sb_str(&sb)) && (row = lr_db_fetch(lk->db)) &&
+	    row[0] && strcmp(row[0], "1") == 0)
+		snprintf(lk->stale_wait, sizeof(lk->stale_wait), "%s", lk->wait_for);
+	lr_db_set_op_timeout(lk->db, 0);
+	lr_sb_finish(&sb);
+}
+
+/*
+ * Waits until an attempt could succeed (LR_WAIT_TRY), the deadline, or the
+ * cancel flag, which also ends a statement in flight on either connection.
+ * A request of named locks only has no queue: it naps, growing from
+ * NAMED_MIN_MS to NAMED_MAX_MS. A queued one waits as the file comment
+ * says, then asks lockrun_poll whether it could succeed. Costs per wake-up
+ * one CALL (poll or sleep) plus one GET_LOCK for a waiter behind another.
+ */
+enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
+{
+	for (;;) {
+		uint64_t now = lr_lock_now_ms(), left;
+		bool could = false;
+
+		if (now >= deadline)
+			return LR_WAIT_TIMEOUT;
+		left = deadline - now;
+		if (lk->at_head && !lk->head_since)
+			lk->head_since = now;
+		if (!lk->ntable) {
+			unsigned ms = NAMED_MIN_MS << (lk->polls < 4 ? lk->polls : 4);
+			lk->polls++;
+			lr_lock_nap(
+			    lk, least(lr_lock_jitter(ms < NAMED_MAX_MS ? ms : NAMED_MAX_MS), left));
+			return lr_lock_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
+		}
+		if (!lk->queued || !lr_db_connected(lk->db)) {
+			/* Queue again (our places were swept), or let the
+			 * attempt meet the database trouble. */
+			lr_lock_nap(lk, least(lr_lock_jitter(NAMED_MIN_MS), left));
+			return lr_lock_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
+		}
+		if (lk->galera) {
+			lr_lock_nap(lk, least(galera_pace(lk), left));
+		} else if (lk->at_head) {
+			enum bell b = doorbell(lk, least(HEAD_SLEEP_MS, left));
+			if (lr_lock_canceled(lk))
+				return LR_WAIT_CANCELED;
+			if (b == BELL_WOKEN)
+				return LR_WAIT_TRY;
+			if (b == BELL_SLEPT)
+				continue; /* the sleep renewed our places */
+			lr_lock_nap(lk, least(BELL_RETRY_MS, left));
+		} else if (lk->wait_for[0] && strcmp(lk->wait_for, lk->stale_wait) != 0 &&
+		           left >= 20) {
+			chain(lk, least(CHAIN_WAIT_MS, left));
+		} else {
+			lr_lock_nap(lk, least(lr_lock_jitter(STALE_POLL_MS), left));
+		}
+		if (lr_lock_canceled(lk))
+			return LR_WAIT_CANCELED;
+		if (lr_call_poll(lk, &could) != LR_CALL_OK || could || !lk->queued)
+			return LR_WAIT_TRY;
+		lr_log_status(lk->status);
+	}
+}
+
+/* With -v: what we wait for and who holds it, once, when waiting starts,
+ * from the answer of the attempt that found it busy. No round trip. */
+void lr_wait_announce(struct lr_lock *lk)
+{
+	lr_log_info("waiting: %s%s", lk->err, lk->holders);
+}
+
+/*
+ * The wait is over (granted, given up, failed): closes the doorbell
+ * connection, and says at -v how long it took and what it cost the server,
+ * the head's poll rate included (Galera).
+ */
+void lr_wait_end(struct lr_lock *lk)
+{
+	uint64_t now = lr_lock_now_ms();
+	double s, head_s;
+
+	if (lk->bell) {
+		lr_db_destroy(lk->bell);
+		lk->bell = NULL;
+	}
+	if (!lk->wait_start)
+		return;
+	s = (double)(now - lk->wait_start) / 1000.0;
+	head_s = lk->head_since ? (double)(now - lk->head_since) / 1000.0 : 0.0;
+	lr_log_info("waited %.3f s: %u polls, %u of them in %.3f s at the head of the queue "
+	            "(%.0f/s), %u doorbell sleeps",
+	            s, lk->polls, lk->head_polls, head_s,
+	            head_s > 0 ? lk->head_polls / head_s : 0.0, lk->sleeps);
+	lk->wait_start = lk->head_since = 0;
+	lk->polls = lk->head_polls = lk->sleeps = 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * Waiting for a turn in the queue, between acquire attempts. On one server
+ * the head of the queue sleeps in lockrun_sleep on a second connection,
+ * which a release rings (KILL QUERY); the others block in GET_LOCK on the
+ * wake-up lock of the waiter right ahead. On Galera, where both are local
+ * to a node, waiters poll: the head fast, the rest slowly. Every waiter
+ * keeps its queue places alive by calling lockrun_poll or lockrun_sleep at
+ * least every WAIT_HEARTBEAT_MS.
+ */
+#ifndef LR_LOCKWAIT_H
+#define LR_LOCKWAIT_H
+
+#include <stdint.h>
+
+#include "lock.h"
+
+enum lr_wait {
+	LR_WAIT_TRY,      /* attempt now: it could succeed, or something changed */
+	LR_WAIT_TIMEOUT,  /* the deadline came */
+	LR_WAIT_CANCELED, /* the cancel flag was raised */
+};
+
+enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline);
+void lr_wait_announce(struct lr_lock *lk);
+void lr_wait_end(struct lr_lock *lk);
+
+#endif
