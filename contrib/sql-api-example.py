@@ -144,7 +144,10 @@ def main():
         request = uuid.uuid4().hex
         rows, lease = acquire(conn, items, request, a.timeout, ttl_ms)
     except pymysql.err.Error as e:
-        print("lockrun: %s (run 'lockrunctl init'?)" % e, file=sys.stderr)
+        hint = ""
+        if e.args and e.args[0] in (1305, 1318, 1146, 1054):
+            hint = ": the lockrun schema is missing or outdated; run 'lockrunctl init'"
+        print("sql-api-example: %s%s" % (e, hint), file=sys.stderr)
         return EX_UNAVAILABLE
     if rows is None:
         print("timed out: '%s' is busy" % a.name, flush=True)
@@ -161,7 +164,7 @@ def main():
         while time.monotonic() < end and not renewer.lost.is_set():
             time.sleep(min(0.2, max(0, end - time.monotonic())))
         if renewer.lost.is_set():
-            print("lost: the lease was not renewed in time", flush=True)
+            print("lost: a renewal found the lease gone", flush=True)
             return status
         # The business transaction: its writes would go here. The check comes
         # last, right before COMMIT: it share-locks our holds, so no sweep or

@@ -713,3 +713,21 @@ need_pymysql() {
 	grep -q '^granted' "$BATS_TEST_TMPDIR/py"
 	assert_equal "$(holds shared)" 0
 }
+
+@test "the Python example stops with 76 when its lease is taken away, and commits nothing" {
+	need_pymysql
+	local pid rc=0
+	example --ttl 3 --work 8 pylost >"$BATS_TEST_TMPDIR/py" 2>&1 3>&- &
+	pid=$!
+	lr_wait_for grep -q '^granted' "$BATS_TEST_TMPDIR/py"
+	# An operator removes the hold; the next renewal (every ttl/3) sees it.
+	sql "DELETE FROM lr_holds WHERE resource = 'pylost'"
+	wait "$pid" || rc=$?
+	cat "$BATS_TEST_TMPDIR/py"
+	assert_equal "$rc" 76
+	run cat "$BATS_TEST_TMPDIR/py"
+	assert_line 'lost: a renewal found the lease gone'
+	refute_line --partial committed
+	assert_line released
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status) FROM lr_grants ORDER BY id DESC LIMIT 1")" "aborted 76"
+}
