@@ -413,6 +413,25 @@ used_ok() {
 	assert_equal "$(field outcome "$out")" granted
 }
 
+@test "the procedures leave the caller's session settings as they were, also after an error" {
+	local l
+	l=$(newid)
+	run env MYSQL_PWD="$(<"$LR_DB/lockrun.pw")" mariadb --no-defaults -h 127.0.0.1 \
+		-P "$LR_PORT" -u lockrun -D lockrun -B -N --force <<<"
+		SET SESSION innodb_lock_wait_timeout = 37, SESSION tx_isolation = 'SERIALIZABLE';
+		CALL lockrun_acquire('mutex:sess', '$(newid)', '$l', 30000, 0, NULL, NULL, NULL, NULL);
+		SELECT 'after', @@innodb_lock_wait_timeout, @@tx_isolation, @@in_transaction;
+		CALL lockrun_acquire('bogus:x', '$(newid)', '$(newid)', 30000, 0, NULL, NULL, NULL, NULL);
+		SELECT 'error', @@innodb_lock_wait_timeout, @@tx_isolation, @@in_transaction;
+		CALL lockrun_release('$l', 'exited', 0, NULL);
+		SELECT 'release', @@innodb_lock_wait_timeout, @@tx_isolation, @@in_transaction"
+	assert_line --regexp '^granted'
+	assert_line "$(printf 'after\t37\tSERIALIZABLE\t0')"
+	assert_line --regexp '^ERROR 1644 \(45000\)'
+	assert_line "$(printf 'error\t37\tSERIALIZABLE\t0')"
+	assert_line "$(printf 'release\t37\tSERIALIZABLE\t0')"
+}
+
 # bad CALL: the CALL fails with SQLSTATE 45000 and a "lockrun:" message, and
 # leaves every table as it was.
 bad() {
