@@ -310,6 +310,11 @@ static void take_error(lr_db *db, const char *what, unsigned timeout_ms)
 		          timeout_ms / 1000.0);
 	else if (db->aborting)
 		set_error(db, LR_DB_ECANCELED, "%s: %s interrupted", db->server, what);
+	else if (mysql_errno(db->m) == 0)
+		/* Failed without a reason: where the protocol stands is unknown,
+		 * so the connection is as good as lost. */
+		set_error(db, CR_UNKNOWN_ERROR, "%s: %s failed without an error from the server",
+		          db->server, what);
 	else
 		set_error(db, mysql_errno(db->m), "%s: %s (%u)", db->server, mysql_error(db->m),
 		          mysql_errno(db->m));
@@ -659,9 +664,12 @@ static bool drain(lr_db *db, unsigned timeout_ms)
 		if (st)
 			drive(db, st, cont_store, timeout_ms);
 		extra = db->ret_res;
-		if (!extra || db->aborting)
+		if (db->aborting || (!extra && mysql_errno(db->m)))
 			return false;
-		mysql_free_result(extra);
+		/* NULL without an error: there was no result set after all
+		 * (the field count can be left over from the previous part). */
+		if (extra)
+			mysql_free_result(extra);
 	}
 	return true;
 }

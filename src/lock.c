@@ -19,6 +19,10 @@
 /* Tries of one attempt, or of a settlement, through deadlocks, lock wait
  * timeouts and lost connections (jittered backoff from 5 ms to 1 s). */
 #define TX_RETRIES 12
+/* Attempts that follow a wait ending within SPIN_MS and find no room: a
+ * few are a race lost, more a spin, paced from 5 ms up to 500 ms. */
+#define SPIN_MS    5
+#define SPINS_FREE 3
 
 /* Pace of connection attempts to a server that is full: each try costs it
  * a login, so back off to one every 2 s (jittered) rather than add to the
@@ -602,12 +606,14 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 {
 	uint64_t deadline =
 	    wait_s < 0 ? UINT64_MAX : lr_lock_now_ms() + (uint64_t)llround(wait_s * 1000.0);
-	bool waited = false;
+	bool quick = false; /* the last wait ended within SPIN_MS */
+	unsigned spins = 0;
 	enum tx r;
 
 	lk->wait_until = deadline;
 	for (;;) {
 		bool last = lr_lock_now_ms() >= deadline;
+		uint64_t t;
 
 		r = attempt(lk, !last);
 		if (r != TX_BUSY && !(r == TX_RETRY && !last))
@@ -623,11 +629,15 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 			if (lr_log_level() >= LR_LOG_VERBOSE)
 				lr_wait_announce(lk);
 		}
-		/* Woken, yet no room: someone else's turn came first, or
-		 * expired holds are still being swept. Do not spin. */
-		if (r == TX_BUSY && waited && ++lk->wake_misses > 2)
-			lr_lock_nap(
-			    lk, lr_lock_jitter(lk->wake_misses < 6 ? 10u << lk->wake_misses : 500));
+		/* A wait that said "try now" at once, and an attempt that
+		 * found no room, again and again: a spin (each attempt sweeps
+		 * a bounded number of expired rows, so it ends; meanwhile
+		 * spare the server). A wake-up by a release that freed too
+		 * little is no spin: it took its time. */
+		spins = r == TX_BUSY && quick ? spins + 1 : 0;
+		if (spins > SPINS_FREE)
+			lr_lock_nap(lk, lr_lock_jitter(spins < 8 ? 5u << spins : 500));
+		t = lr_lock_now_ms();
 		switch (lr_wait_turn(lk, deadline)) {
 		case LR_WAIT_CANCELED:
 			return result_of(lk, TX_FAIL);
@@ -635,7 +645,7 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 		case LR_WAIT_TRY:
 			break;
 		}
-		waited = true;
+		quick = lr_lock_now_ms() - t < SPIN_MS;
 	}
 	return result_of(lk, r);
 }

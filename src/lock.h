@@ -101,17 +101,17 @@ struct lr_lock {
 	char stale_wait[64]; /* one that already fired: never blocked on again */
 	char holders[512];   /* busy: who holds what, shown escaped (announce) */
 	bool named_held;
-	unsigned named_gen;   /* the connection the named locks live on */
-	bool galera;          /* a Galera node: named locks are node-local, KILL too */
-	bool db_trouble;      /* told the user the database is away */
-	bool server_full;     /* the last connect failed only because the server is full */
-	uint64_t wait_until;  /* CLOCK_MONOTONIC ms: when lr_lock_acquire's wait ends */
-	uint64_t wait_start;  /* CLOCK_MONOTONIC ms: when waiting began */
-	uint64_t head_since;  /* CLOCK_MONOTONIC ms: when we first were at the head */
-	unsigned polls;       /* lockrun_poll calls while waiting */
-	unsigned head_polls;  /* of which at the head of the queue */
-	unsigned sleeps;      /* lockrun_sleep calls (the doorbell) */
-	unsigned wake_misses; /* attempts in a row that found no room after a wake-up */
+	unsigned named_gen;  /* the connection the named locks live on */
+	bool galera;         /* a Galera node: named locks are node-local, KILL too */
+	bool db_trouble;     /* told the user the database is away */
+	bool server_full;    /* the last connect failed only because the server is full */
+	uint64_t wait_until; /* CLOCK_MONOTONIC ms: when lr_lock_acquire's wait ends */
+	uint64_t wait_start; /* CLOCK_MONOTONIC ms: when waiting began */
+	uint64_t last_poll;  /* CLOCK_MONOTONIC ms: when the last poll was sent */
+	uint64_t head_since; /* CLOCK_MONOTONIC ms: when we first were at the head */
+	unsigned polls;      /* lockrun_poll calls while waiting */
+	unsigned head_polls; /* of which at the head of the queue */
+	unsigned sleeps;     /* lockrun_sleep calls (the doorbell) */
 	const volatile bool *cancel;
 	uv_timer_t *timer;
 	bool timer_fired;

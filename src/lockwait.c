@@ -133,7 +133,12 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
 			return lr_lock_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
 		}
 		if (lk->galera) {
-			lr_lock_nap(lk, least(galera_pace(lk), left));
+			/* The pace is from poll to poll: a slow CALL (a causal
+			 * wait on a busy cluster) counts towards it. */
+			unsigned pace = galera_pace(lk);
+			uint64_t since = now - lk->last_poll;
+			if (since < pace)
+				lr_lock_nap(lk, least(pace - (unsigned)since, left));
 		} else if (lk->at_head) {
 			enum bell b = doorbell(lk, least(HEAD_SLEEP_MS, left));
 			if (lr_lock_canceled(lk))
@@ -151,6 +156,7 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
 		}
 		if (lr_lock_canceled(lk))
 			return LR_WAIT_CANCELED;
+		lk->last_poll = lr_lock_now_ms();
 		if (lr_call_poll(lk, &could) != LR_CALL_OK || could || !lk->queued)
 			return LR_WAIT_TRY;
 		lr_log_status(lk->status);

@@ -40,8 +40,10 @@ up_nodes() {
 	done
 }
 
+# ctl ARGS...: lockrunctl as the administrator (the runtime account may only
+# EXECUTE the procedures), through node 1.
 ctl() {
-	"$LOCKRUNCTL" -c "$LR_GALERA/all.conf" -q "$@"
+	"$LOCKRUNCTL" -c "$LR_GALERA/admin.conf" -q "$@"
 }
 
 # Permits held on every node that is up, one line per node: "N SUM".
@@ -162,7 +164,7 @@ poll_report() {
 		}
 		END {
 			printf "# %s: %d grants in %.1f s (%.1f/s); %d waits, %d polls, ", n, g, secs, g / secs, w, polls
-			printf "the head polled %d times in %.1f s (%.0f/s)\n", hp, hs, hs > 0 ? hp / hs : 0
+			printf "the head polled %d times in %.1f s (%.0f/s)\n", hp, hs, (hs > 0 ? hp / hs : 0)
 		}' "$work/stderr" >&3
 }
 
