@@ -103,6 +103,22 @@ used_ok() {
 	used_ok
 }
 
+@test "a request of several items is all or nothing" {
+	local la out
+	la=$(newid)
+	acq mutex:aon-b "$(newid)" "$la" >/dev/null
+	out=$(acq "mutex:aon-a,mutex:aon-b,mutex:aon-c" "$(newid)" "$(newid)")
+	assert_equal "$(col outcome <<<"$out" | paste -sd,)" "busy,busy,busy"
+	assert_equal "$(col state <<<"$out" | paste -sd,)" "ok,busy,ok"
+	assert_equal "$(holds aon-a)/$(holds aon-b)/$(holds aon-c)" 0/1/0
+	rel "$la" >/dev/null
+	out=$(acq "mutex:aon-c,mutex:aon-a,mutex:aon-b" "$(newid)" "$(newid)")
+	assert_equal "$(col outcome <<<"$out" | paste -sd,)" "granted,granted,granted"
+	assert_equal "$(col resource <<<"$out" | paste -sd,)" "aon-a,aon-b,aon-c"
+	assert_equal "$(sql "SELECT COUNT(DISTINCT grant_id), COUNT(*) FROM lr_holds")" "$(printf '1\t3')"
+	used_ok
+}
+
 @test "the runtime account cannot read or write lockrun's tables, only call the procedures" {
 	local t stmt
 	for t in lr_holds lr_grants lr_resources lr_waiters; do
