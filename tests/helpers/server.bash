@@ -34,7 +34,7 @@ LR_BUILD_PACKAGES=(
 LR_TEST_PACKAGES=(
 	"${LR_BUILD_PACKAGES[@]}"
 	bats bats-assert bats-support galera-4 rsync iproute2
-	clang libclang-rt-14-dev socat
+	clang libclang-rt-14-dev socat python3-pymysql
 )
 
 _lr_say() { printf 'lockrun-test: %s\n' "$*" >&2; }

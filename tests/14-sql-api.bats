@@ -1,0 +1,768 @@
+#!/usr/bin/env bats
+#
+# The SQL API for applications (doc/sql-api.md), driven with the mariadb
+# client alone, as the runtime account that has nothing but EXECUTE: the
+# procedures' results, their errors, the rows they leave (read as the
+# admin), and exclusion against lockrun-wrapped jobs judged from the
+# children's own records and exit statuses.
+
+load helpers/common
+load helpers/records
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_records
+}
+
+# app SQL: run SQL as the runtime account over TCP, like an application;
+# tab-separated output with a header line per result set.
+app() {
+	MYSQL_PWD=$(<"$LR_DB/lockrun.pw") mariadb --no-defaults -h 127.0.0.1 \
+		-P "$LR_PORT" -u lockrun -D lockrun -B -e "$1"
+}
+
+# col NAME: the values of column NAME of the result on stdin, one per row.
+col() {
+	awk -F '\t' -v n="$1" '
+		NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) c = i
+			if (!c) { print "no column " n > "/dev/stderr"; exit 1 }
+			next }
+		{ print $c }'
+}
+
+# field NAME RESULT: column NAME of the first row of RESULT.
+field() {
+	col "$1" <<<"$2" | head -n 1
+}
+
+newid() { openssl rand -hex 16; }
+
+# acq ITEMS REQUEST LEASE [TTL_MS] [ENQUEUE]: one acquire attempt.
+acq() {
+	app "CALL lockrun_acquire('$1', '$2', '$3', ${4:-30000}, ${5:-0},
+		'apphost', 4242, 'tester', '14-sql-api test')"
+}
+
+rel() { app "CALL lockrun_release('$1', 'exited', 0, NULL)"; }
+
+# rows: how many rows each lockrun table has, as the admin sees them.
+rows() {
+	sql "SELECT (SELECT COUNT(*) FROM lr_resources), (SELECT COUNT(*) FROM lr_holds),
+		(SELECT COUNT(*) FROM lr_grants), (SELECT COUNT(*) FROM lr_waiters)"
+}
+
+# used_ok: lr_resources.used equals the live permits of lr_holds, everywhere.
+used_ok() {
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources r WHERE r.used <>
+		(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = r.name)")" 0
+}
+
+@test "acquire, renew, check inside a transaction, release: round trip with the EXECUTE-only account" {
+	local req lease out gid fence
+	req=$(newid) lease=$(newid)
+	out=$(acq mutex:m1 "$req" "$lease" 5000)
+	assert_equal "$(field outcome "$out")" granted
+	assert_equal "$(field resource "$out")" m1
+	assert_equal "$(field state "$out")" ok
+	assert_equal "$(field api "$out")" 2
+	gid=$(field grant_id "$out")
+	fence=$(field fence "$out")
+	assert_equal "$gid" "$(sql "SELECT id FROM lr_grants WHERE request_id = '$lease'")"
+	assert_equal "$fence" "$(sql "SELECT fence FROM lr_holds WHERE grant_id = $gid")"
+	assert_equal "$(sql "SELECT CONCAT(host, ':', pid, ' ', os_user, ' ', command, ' ', ttl_ms)
+		FROM lr_grants WHERE id = $gid")" "apphost:4242 tester 14-sql-api test 5000"
+
+	out=$(app "CALL lockrun_renew('$lease', 60000)")
+	assert_equal "$(field grant_id "$out")" "$gid"
+	assert_equal "$(field holds "$out")" 1
+	assert_equal "$(field renewed "$out")" 1
+	assert_equal "$(field api "$out")" 2
+	# The server's clock: a minute from now, not five seconds.
+	assert_equal "$(sql "SELECT expires_at > UTC_TIMESTAMP(6) + INTERVAL 50 SECOND FROM lr_holds WHERE grant_id = $gid")" 1
+
+	out=$(app "START TRANSACTION; CALL lockrun_check($gid, 'm1'); COMMIT")
+	assert_equal "$(field live "$out")" 1
+	assert_equal "$(field holds "$out")" 1
+	assert_equal "$(field fence "$out")" "$fence"
+	local left
+	left=$(field remaining_ms "$out")
+	((left > 50000 && left <= 60000)) || fail "remaining_ms $left, renewed to 60000"
+
+	out=$(rel "$lease")
+	assert_equal "$(field released "$out")" 1
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status, ' ', ended_at IS NOT NULL)
+		FROM lr_grants WHERE id = $gid")" "exited 0 1"
+	assert_equal "$(holds m1)" 0
+	# Idempotent: a second release finds nothing and is no error.
+	out=$(rel "$lease")
+	assert_equal "$(field released "$out")" 0
+	out=$(app "START TRANSACTION; CALL lockrun_check($gid, 'm1'); COMMIT")
+	assert_equal "$(field live "$out")" 0
+	assert_equal "$(field holds "$out")" 0
+	used_ok
+}
+
+@test "a request of several items is all or nothing" {
+	local la out
+	la=$(newid)
+	acq mutex:aon-b "$(newid)" "$la" >/dev/null
+	out=$(acq "mutex:aon-a,mutex:aon-b,mutex:aon-c" "$(newid)" "$(newid)")
+	assert_equal "$(col outcome <<<"$out" | paste -sd,)" "busy,busy,busy"
+	assert_equal "$(col state <<<"$out" | paste -sd,)" "ok,busy,ok"
+	assert_equal "$(holds aon-a)/$(holds aon-b)/$(holds aon-c)" 0/1/0
+	rel "$la" >/dev/null
+	out=$(acq "mutex:aon-c,mutex:aon-a,mutex:aon-b" "$(newid)" "$(newid)")
+	assert_equal "$(col outcome <<<"$out" | paste -sd,)" "granted,granted,granted"
+	assert_equal "$(col resource <<<"$out" | paste -sd,)" "aon-a,aon-b,aon-c"
+	assert_equal "$(sql "SELECT COUNT(DISTINCT grant_id), COUNT(*) FROM lr_holds")" "$(printf '1\t3')"
+	used_ok
+}
+
+@test "the runtime account cannot read or write lockrun's tables, only call the procedures" {
+	local t stmt
+	for t in lr_holds lr_grants lr_resources lr_waiters; do
+		for stmt in "SELECT * FROM $t" "DELETE FROM $t" \
+			"INSERT INTO $t () VALUES ()" "UPDATE $t SET resource = resource"; do
+			run -1 app "$stmt"
+			assert_output --partial "ERROR 1142"
+		done
+	done
+	# Not even a fake hold with a real-looking row.
+	run -1 app "INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
+		VALUES ('m1', 1, 1, 1, NOW() + INTERVAL 1 HOUR)"
+	assert_output --partial "ERROR 1142"
+	assert_equal "$(rows)" "$(printf '0\t0\t0\t0')"
+	# What it is allowed: EXECUTE, and nothing on the tables.
+	run app "SHOW GRANTS"
+	assert_success
+	assert_output --partial "GRANT EXECUTE ON \`lockrun\`.* TO \`lockrun\`@\`%\`"
+	refute_output --partial "SELECT"
+	refute_output --partial "INSERT"
+	refute_output --partial "DELETE"
+}
+
+@test "acquire is idempotent for the same lease id, and a new lease id is a new attempt" {
+	local req lease out1 out2 out3
+	req=$(newid) lease=$(newid)
+	out1=$(acq mutex:idem "$req" "$lease")
+	out2=$(acq mutex:idem "$req" "$lease")
+	assert_equal "$(field outcome "$out2")" granted
+	assert_equal "$(field grant_id "$out2")" "$(field grant_id "$out1")"
+	assert_equal "$(field fence "$out2")" "$(field fence "$out1")"
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 1
+	assert_equal "$(sql "SELECT COUNT(*), SUM(permits) FROM lr_holds")" "$(printf '1\t1')"
+	assert_equal "$(sql "SELECT CONCAT(used, ' ', fence) FROM lr_resources WHERE name = 'idem'")" "1 $(field fence "$out1")"
+	# Same request, another lease: another attempt, busy behind our own grant.
+	out3=$(acq mutex:idem "$req" "$(newid)")
+	assert_equal "$(field outcome "$out3")" busy
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 1
+	used_ok
+}
+
+@test "busy, then queued, poll, granted in FIFO order for two SQL clients" {
+	local ra la rb lb rc lc out
+	ra=$(newid) la=$(newid) rb=$(newid) lb=$(newid) rc=$(newid) lc=$(newid)
+	out=$(acq mutex:q "$ra" "$la")
+	assert_equal "$(field outcome "$out")" granted
+
+	# Without enqueue: busy, who holds it, and no waiter row.
+	out=$(acq mutex:q "$rb" "$lb")
+	assert_equal "$(field outcome "$out")" busy
+	assert_equal "$(field state "$out")" busy
+	assert_equal "$(field message "$out")" "'q' is busy"
+	assert_equal "$(field holder "$out")" "apphost:4242 (14-sql-api test)"
+	assert_equal "$(field used "$out")/$(field capacity "$out")" 1/1
+	assert_equal "$(waiters q)" 0
+
+	# B queues first, then C: B is at the head, C waits for B.
+	out=$(acq mutex:q "$rb" "$lb" 30000 1)
+	assert_equal "$(field outcome "$out")" queued
+	assert_equal "$(field at_head "$out")" 1
+	assert_equal "$(field wait_for "$out")" NULL
+	local tb
+	tb=$(field ticket "$out")
+	lc=$(newid)
+	out=$(acq mutex:q "$rc" "$lc" 30000 1)
+	assert_equal "$(field outcome "$out")" queued
+	assert_equal "$(field at_head "$out")" 0
+	assert_equal "$(field head "$out")" "$tb"
+	assert_equal "$(field wait_for "$out")" "lockrun.wait.$rb"
+	assert_equal "$(waiters q)" 2
+
+	out=$(app "CALL lockrun_poll('$rb')")
+	assert_equal "$(field at_head "$out")" 1
+	assert_equal "$(field fits "$out")" 0
+	assert_equal "$(field places "$out")" 1
+	out=$(app "CALL lockrun_poll('$rc')")
+	assert_equal "$(field at_head "$out")" 0
+	assert_equal "$(field fits "$out")" 0
+	local ahead
+	ahead=$(field ahead_max "$out")
+	((ahead >= 1)) || fail "ahead_max $ahead with B ahead of C"
+
+	rel "$la" >/dev/null
+	out=$(app "CALL lockrun_poll('$rb')")
+	assert_equal "$(field at_head "$out")/$(field fits "$out")" 1/1
+	# Free, but C is not at the head: B's place is kept.
+	out=$(app "CALL lockrun_poll('$rc')")
+	assert_equal "$(field at_head "$out")/$(field fits "$out")" 0/1
+	out=$(acq mutex:q "$rc" "$(newid)" 30000 1)
+	assert_equal "$(field outcome "$out")" busy
+	assert_equal "$(field message "$out")" "'q' has requests queued ahead"
+	# Nor may a newcomer jump the queue.
+	out=$(acq mutex:q "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" busy
+	assert_equal "$(holds q)" 0
+
+	out=$(acq mutex:q "$rb" "$lb" 30000 1)
+	assert_equal "$(field outcome "$out")" granted
+	assert_equal "$(waiters q)" 1
+	out=$(app "CALL lockrun_poll('$rc')")
+	assert_equal "$(field at_head "$out")/$(field fits "$out")" 1/0
+	# An attempt of a request that has its places: busy, places kept.
+	out=$(acq mutex:q "$rc" "$lc" 30000 1)
+	assert_equal "$(field outcome "$out")" busy
+	assert_equal "$(field ticket "$out")" "$(sql "SELECT ticket FROM lr_waiters WHERE request_id = '$rc'")"
+	assert_equal "$(field at_head "$out")" 1
+	rel "$lb" >/dev/null
+	lc=$(newid)
+	out=$(acq mutex:q "$rc" "$lc" 30000 1)
+	assert_equal "$(field outcome "$out")" granted
+	assert_equal "$(waiters q)" 0
+	# Fences in grant order: A, B, C.
+	run sql "SELECT GROUP_CONCAT(g.request_id ORDER BY h.fence) FROM lr_holds h
+		JOIN lr_grants g ON g.id = h.grant_id WHERE h.resource = 'q'"
+	assert_output "$lc"
+	assert_equal "$(sql "SELECT GROUP_CONCAT(request_id ORDER BY id) FROM lr_grants WHERE request_id IN ('$la', '$lb', '$lc')")" "$la,$lb,$lc"
+	used_ok
+}
+
+@test "a queued session holds its wake-up lock; dequeue leaves the queue and frees it" {
+	local ra la rb out
+	ra=$(newid) la=$(newid) rb=$(newid)
+	acq mutex:wk "$ra" "$la" >/dev/null
+	# One session: enqueue, then look at the named lock from inside it.
+	run app "CALL lockrun_acquire('mutex:wk', '$rb', '$(newid)', 30000, 1, NULL, NULL, NULL, NULL);
+		SELECT 'mine', IS_USED_LOCK('lockrun.wait.$rb') = CONNECTION_ID();
+		CALL lockrun_dequeue('$rb');
+		SELECT 'free', IS_FREE_LOCK('lockrun.wait.$rb')"
+	assert_success
+	assert_line --regexp '^queued'
+	assert_line "$(printf 'mine\t1')"
+	assert_line --regexp "^1\s+2$"
+	assert_line "$(printf 'free\t1')"
+	assert_equal "$(waiters wk)" 0
+	out=$(app "CALL lockrun_dequeue('$rb')")
+	assert_equal "$(field removed "$out")" 0
+	assert_equal "$(field api "$out")" 2
+	# A dequeued request has no places: poll answers no rows, sleep returns.
+	out=$(app "CALL lockrun_poll('$rb')")
+	assert_equal "$out" ""
+	out=$(app "CALL lockrun_sleep('$rb', 30000)")
+	assert_equal "$(field woken "$out")/$(field places "$out")" 1/0
+}
+
+@test "lockrun_sleep: the head waiter's sleep is woken by the release, at once if it could succeed" {
+	local ra la rb lb out pid t0 t1
+	ra=$(newid) la=$(newid) rb=$(newid) lb=$(newid)
+	acq mutex:sl "$ra" "$la" >/dev/null
+	acq mutex:sl "$rb" "$lb" 30000 1 >/dev/null
+	# The head sleeps on its own connection for up to 30 s.
+	(
+		rc=0
+		app "CALL lockrun_sleep('$rb', 30000)" || rc=$?
+		echo "rc=$rc"
+	) >"$BATS_TEST_TMPDIR/sleep" 2>&1 3>&- &
+	pid=$!
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_waiters WHERE request_id = '$rb' AND wake_conn IS NOT NULL"
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID =
+		(SELECT wake_conn FROM lr_waiters WHERE request_id = '$rb') AND STATE = 'User sleep'"
+	t0=${EPOCHREALTIME/[.,]/}
+	out=$(rel "$la")
+	assert_equal "$(field woken "$out")" 1
+	lr_wait_for -t 5 grep -q '^rc=' "$BATS_TEST_TMPDIR/sleep"
+	t1=${EPOCHREALTIME/[.,]/}
+	wait "$pid"
+	(((t1 - t0) < 5000000)) || fail "the sleep ended $(((t1 - t0) / 1000)) ms after the release"
+	# Killed in SLEEP: the CALL ends with "query interrupted", which means woken.
+	run cat "$BATS_TEST_TMPDIR/sleep"
+	assert_line --regexp '^ERROR 1317 '
+	assert_line rc=1
+	# Could succeed now: returns at once.
+	t0=${EPOCHREALTIME/[.,]/}
+	out=$(app "CALL lockrun_sleep('$rb', 30000)")
+	t1=${EPOCHREALTIME/[.,]/}
+	assert_equal "$(field woken "$out")" 1
+	(((t1 - t0) < 5000000)) || fail "sleep took $(((t1 - t0) / 1000)) ms with the lock free"
+	out=$(acq mutex:sl "$rb" "$lb" 30000 1)
+	assert_equal "$(field outcome "$out")" granted
+}
+
+@test "a waiter that stops polling loses its place after 10 s plus the grace; polling keeps it" {
+	local ra la rb rc out
+	ra=$(newid) la=$(newid) rb=$(newid) rc=$(newid)
+	acq mutex:hb "$ra" "$la" >/dev/null
+	acq mutex:hb "$rb" "$(newid)" 30000 1 >/dev/null
+	acq mutex:hb "$rc" "$(newid)" 30000 1 >/dev/null
+	# A fresh place lasts 10 s.
+	assert_equal "$(sql "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(6), expires_at) BETWEEN 8 AND 10
+		FROM lr_waiters WHERE request_id = '$rb'")" 1
+	# Heartbeat: with 2 s left, a poll extends the place to 10 s from now.
+	sql "UPDATE lr_waiters SET expires_at = UTC_TIMESTAMP(6) + INTERVAL 2 SECOND WHERE request_id = '$rc'"
+	app "CALL lockrun_poll('$rc')" >/dev/null
+	assert_equal "$(sql "SELECT expires_at > UTC_TIMESTAMP(6) + INTERVAL 8 SECOND
+		FROM lr_waiters WHERE request_id = '$rc'")" 1
+	# B last polled 16 s ago (its place expired 6 s ago, past the 5 s grace):
+	# the next acquire sweeps it, and C, behind it, is now first.
+	sql "UPDATE lr_waiters SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 6 SECOND WHERE request_id = '$rb'"
+	rel "$la" >/dev/null
+	out=$(acq mutex:hb "$rc" "$(newid)" 30000 1)
+	assert_equal "$(field outcome "$out")" granted
+	assert_equal "$(app "CALL lockrun_poll('$rb')")" ""
+	assert_equal "$(waiters hb)" 0
+}
+
+@test "lockrun_check inside a transaction: live with its fence, 0 after expiry, several holds" {
+	local out gid lease fa
+	lease=$(newid)
+	ctl set chs 3
+	out=$(acq "mutex:cha,semaphore:chs:2" "$(newid)" "$lease" 1000)
+	assert_equal "$(col resource <<<"$out" | paste -sd,)" "cha,chs"
+	gid=$(field grant_id "$out")
+	fa=$(field fence "$out")
+	out=$(app "START TRANSACTION; CALL lockrun_check($gid, NULL); COMMIT")
+	assert_equal "$(field live "$out")" 1
+	assert_equal "$(field holds "$out")" 2
+	assert_equal "$(field fence "$out")" NULL
+	out=$(app "START TRANSACTION; CALL lockrun_check($gid, 'cha'); COMMIT")
+	assert_equal "$(field live "$out")/$(field holds "$out")/$(field fence "$out")" "1/1/$fa"
+	# A ttl of 1 s, not renewed: no longer live once it ran out, although
+	# within the grace the holds are still there (and renewable).
+	sleep 1.3
+	out=$(app "START TRANSACTION; CALL lockrun_check($gid, NULL); COMMIT")
+	assert_equal "$(field live "$out")" 0
+	assert_equal "$(field holds "$out")" 2
+	local left
+	left=$(field remaining_ms "$out")
+	((left <= 0)) || fail "remaining_ms $left after expiry"
+	out=$(app "CALL lockrun_renew('$lease', 30000)")
+	assert_equal "$(field holds "$out")/$(field renewed "$out")" 2/2
+	out=$(app "START TRANSACTION; CALL lockrun_check($gid, NULL); COMMIT")
+	assert_equal "$(field live "$out")" 1
+	# Past the grace, a renewal no longer counts: the lease is lost.
+	sql "UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 6 SECOND WHERE grant_id = $gid"
+	out=$(app "CALL lockrun_renew('$lease', 30000)")
+	assert_equal "$(field holds "$out")/$(field renewed "$out")" 2/0
+	out=$(app "START TRANSACTION; CALL lockrun_check($gid, 'chs'); COMMIT")
+	assert_equal "$(field live "$out")" 0
+}
+
+@test "lockrun_check's share lock holds back the holder's renewal until the checking transaction ends" {
+	local lease gid out pid
+	lease=$(newid)
+	out=$(acq mutex:shr "$(newid)" "$lease")
+	gid=$(field grant_id "$out")
+	# An application that checks, then dawdles 8 s before COMMIT.
+	app "START TRANSACTION; CALL lockrun_check($gid, 'shr'); SELECT SLEEP(8); COMMIT" \
+		>/dev/null 2>&1 3>&- &
+	pid=$!
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'lockrun' AND INFO LIKE 'SELECT SLEEP(8)%'"
+	# The renewal waits for the share lock: 2 s, then 1205 (CALL again).
+	run -1 app "CALL lockrun_renew('$lease', 30000)"
+	assert_output --partial "ERROR 1205"
+	wait "$pid"
+	out=$(app "CALL lockrun_renew('$lease', 30000)")
+	assert_equal "$(field renewed "$out")" 1
+}
+
+@test "lockrun_settle after a lost answer: adopts an existing grant, tombstones a lease never run" {
+	local req lease out gid fence
+	req=$(newid) lease=$(newid)
+	# The acquire committed, but (say) its answer was lost.
+	out=$(acq mutex:st "$req" "$lease")
+	gid=$(field grant_id "$out")
+	fence=$(field fence "$out")
+	out=$(app "CALL lockrun_settle('mutex:st', '$req', '$lease')")
+	assert_equal "$(field outcome "$out")" granted
+	assert_equal "$(field grant_id "$out")" "$gid"
+	assert_equal "$(field fence "$out")" "$fence"
+	assert_equal "$(field api "$out")" 2
+	assert_equal "$(holds st)" 1
+	rel "$lease" >/dev/null
+
+	# Never reached the server (or not yet): settled as none, and a late
+	# CALL with that lease can no longer grant.
+	local req2 lease2
+	req2=$(newid) lease2=$(newid)
+	out=$(app "CALL lockrun_settle('mutex:st', '$req2', '$lease2')")
+	assert_equal "$(field outcome "$out")" none
+	assert_equal "$(field grant_id "$out")" NULL
+	run -1 acq mutex:st "$req2" "$lease2"
+	assert_output --partial "ERROR 1062"
+	assert_equal "$(holds st)" 0
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants WHERE request_id = '$lease2' AND ended_at IS NOT NULL")" 1
+	# A new lease id for the next attempt works.
+	out=$(acq mutex:st "$req2" "$(newid)")
+	assert_equal "$(field outcome "$out")" granted
+	used_ok
+}
+
+@test "lockrun_settle of a queued request answers queued, keeps the place, and tombstones the lease" {
+	local ra la rb lb out
+	ra=$(newid) la=$(newid) rb=$(newid) lb=$(newid)
+	acq mutex:stq "$ra" "$la" >/dev/null
+	out=$(acq mutex:stq "$rb" "$lb" 30000 1)
+	local ticket
+	ticket=$(field ticket "$out")
+	out=$(app "CALL lockrun_settle('mutex:stq', '$rb', '$lb')")
+	assert_equal "$(field outcome "$out")" queued
+	assert_equal "$(field ticket "$out")" "$ticket"
+	assert_equal "$(waiters stq)" 1
+	# Free now, and B at the head: the late CALL with the settled lease
+	# would grant, and fails instead. A new lease id is granted.
+	rel "$la" >/dev/null
+	run -1 acq mutex:stq "$rb" "$lb" 30000 1
+	assert_output --partial "ERROR 1062"
+	assert_equal "$(holds stq)" 0
+	out=$(acq mutex:stq "$rb" "$(newid)" 30000 1)
+	assert_equal "$(field outcome "$out")" granted
+}
+
+@test "the procedures leave the caller's session settings as they were, also after an error" {
+	local l
+	l=$(newid)
+	run env MYSQL_PWD="$(<"$LR_DB/lockrun.pw")" mariadb --no-defaults -h 127.0.0.1 \
+		-P "$LR_PORT" -u lockrun -D lockrun -B -N --force <<<"
+		SET SESSION innodb_lock_wait_timeout = 37, SESSION tx_isolation = 'SERIALIZABLE';
+		CALL lockrun_acquire('mutex:sess', '$(newid)', '$l', 30000, 0, NULL, NULL, NULL, NULL);
+		SELECT 'after', @@innodb_lock_wait_timeout, @@tx_isolation, @@in_transaction;
+		CALL lockrun_acquire('bogus:x', '$(newid)', '$(newid)', 30000, 0, NULL, NULL, NULL, NULL);
+		SELECT 'error', @@innodb_lock_wait_timeout, @@tx_isolation, @@in_transaction;
+		CALL lockrun_release('$l', 'exited', 0, NULL);
+		SELECT 'release', @@innodb_lock_wait_timeout, @@tx_isolation, @@in_transaction"
+	assert_line --regexp '^granted'
+	assert_line "$(printf 'after\t37\tSERIALIZABLE\t0')"
+	assert_line --regexp '^ERROR 1644 \(45000\)'
+	assert_line "$(printf 'error\t37\tSERIALIZABLE\t0')"
+	assert_line "$(printf 'release\t37\tSERIALIZABLE\t0')"
+}
+
+# bad CALL: the CALL fails with SQLSTATE 45000 and a "lockrun:" message, and
+# leaves every table as it was.
+bad() {
+	local before
+	before=$(rows)
+	run -1 app "$1"
+	assert_line --regexp "^ERROR 1644 \(45000\) at line [0-9]+: lockrun"
+	[[ -z ${2:-} ]] || assert_output --partial "$2"
+	assert_equal "$(rows)" "$before"
+}
+
+@test "bad input: SQLSTATE 45000 with a clear message, and no row written" {
+	local r l
+	r=$(newid) l=$(newid)
+	# Something to release and renew, so that no-op does not pass by luck.
+	acq mutex:held "$(newid)" "$l" >/dev/null
+	local hold
+	hold=$(sql "SELECT * FROM lr_holds")
+	local a="'$r', '$(newid)', 30000, 0, NULL, NULL, NULL, NULL"
+	bad "CALL lockrun_acquire('bogus:x', $a)" kind
+	bad "CALL lockrun_acquire('mutex:-x', $a)" name
+	bad "CALL lockrun_acquire('mutex:a b', $a)" name
+	bad "CALL lockrun_acquire('mutex:$(printf 'n%.0s' {1..65})', $a)" name
+	bad "CALL lockrun_acquire('mutex:', $a)" name
+	bad "CALL lockrun_acquire('', $a)"
+	bad "CALL lockrun_acquire('semaphore:s:0', $a)" count
+	bad "CALL lockrun_acquire('semaphore:s:1000001', $a)" count
+	bad "CALL lockrun_acquire('semaphore:s:x', $a)" count
+	bad "CALL lockrun_acquire('mutex:a,mutex:a', $a)"
+	bad "CALL lockrun_acquire('$(seq -f 'mutex:m%g' -s, 65)', $a)"
+	bad "CALL lockrun_acquire('mutex:m', 'xyz', '$(newid)', 30000, 0, NULL, NULL, NULL, NULL)"
+	bad "CALL lockrun_acquire('mutex:m', '$r', '$(printf 'g%.0s' {1..32})', 30000, 0, NULL, NULL, NULL, NULL)"
+	bad "CALL lockrun_acquire('mutex:m', '$r', NULL, 30000, 0, NULL, NULL, NULL, NULL)"
+	bad "CALL lockrun_acquire('mutex:m', '$r', '$(newid)', 999, 0, NULL, NULL, NULL, NULL)" ttl
+	bad "CALL lockrun_acquire('mutex:m', '$r', '$(newid)', 86400001, 0, NULL, NULL, NULL, NULL)" ttl
+	bad "START TRANSACTION; CALL lockrun_acquire('mutex:m', $a)" transaction
+	bad "CALL lockrun_renew('$l', 999)" ttl
+	bad "CALL lockrun_renew('$l', 86400001)" ttl
+	bad "CALL lockrun_renew('not-a-lease', 30000)"
+	bad "CALL lockrun_release('$l', 'bored', 0, NULL)" reason
+	bad "CALL lockrun_release('not-a-lease', 'exited', 0, NULL)"
+	bad "CALL lockrun_settle('bogus:x', '$r', '$(newid)')" kind
+	bad "CALL lockrun_poll('xyz')"
+	bad "START TRANSACTION; CALL lockrun_release('$l', 'exited', 0, NULL)" transaction
+	bad "START TRANSACTION; CALL lockrun_settle('mutex:held', '$r', '$(newid)')" transaction
+	# The held lock is untouched by all of it: not renewed, not released.
+	assert_equal "$(sql "SELECT * FROM lr_holds")" "$hold"
+}
+
+@test "invalid requests are an outcome with lockrun's message, not an error" {
+	ctl set small 3
+	local out
+	out=$(acq semaphore:nosuch "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" invalid
+	assert_equal "$(field message "$out")" "unknown semaphore 'nosuch'; create it with 'lockrunctl set nosuch CAPACITY'"
+	out=$(acq semaphore:small:5 "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" invalid
+	assert_equal "$(field message "$out")" "asked for 5 permits of semaphore 'small', whose capacity is 3"
+	out=$(acq mutex:small "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" invalid
+	assert_equal "$(field message "$out")" "'small' is a semaphore, not a mutex"
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_holds")" 0
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 0
+}
+
+@test "used is the sum of live permits after grants, releases and an expired-hold sweep" {
+	ctl set pool5 5
+	local l1 l2 l3 out
+	l1=$(newid) l2=$(newid) l3=$(newid)
+	acq semaphore:pool5:2 "$(newid)" "$l1" >/dev/null
+	acq semaphore:pool5:1 "$(newid)" "$l2" >/dev/null
+	out=$(acq semaphore:pool5:1 "$(newid)" "$l3")
+	assert_equal "$(field used "$out")/$(field capacity "$out")" 4/5
+	assert_equal "$(sql "SELECT used FROM lr_resources WHERE name = 'pool5'")" 4
+	used_ok
+	out=$(acq semaphore:pool5:2 "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" busy
+	assert_equal "$(field message "$out")" "'pool5' is busy (4/5 used)"
+	rel "$l2" >/dev/null
+	assert_equal "$(sql "SELECT used FROM lr_resources WHERE name = 'pool5'")" 3
+	used_ok
+	# The holder of 2 crashed 16 s ago: its hold is past the grace; the next
+	# acquire sweeps it and counts its permits free.
+	sql "UPDATE lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+		SET h.expires_at = UTC_TIMESTAMP(6) - INTERVAL 6 SECOND WHERE g.request_id = '$l1'"
+	assert_equal "$(sql "SELECT used FROM lr_resources WHERE name = 'pool5'")" 3
+	out=$(acq semaphore:pool5:4 "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" granted
+	assert_equal "$(field used "$out")" 5
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE request_id = '$l1'")" expired
+	assert_equal "$(sql "SELECT used FROM lr_resources WHERE name = 'pool5'")" 5
+	used_ok
+}
+
+@test "an account without EXECUTE gets 1370, and reads and writes nothing" {
+	sql "CREATE OR REPLACE USER 'noexec'@'%' IDENTIFIED BY 'noexec-pw'"
+	run -1 env MYSQL_PWD=noexec-pw mariadb --no-defaults -h 127.0.0.1 -P "$LR_PORT" -u noexec -B \
+		-e "CALL lockrun.lockrun_acquire('mutex:ne', '$(newid)', '$(newid)', 30000, 0, NULL, NULL, NULL, NULL)"
+	assert_output --partial "ERROR 1370"
+	sql "DROP USER 'noexec'@'%'"
+	assert_equal "$(rows)" "$(printf '0\t0\t0\t0')"
+}
+
+@test "read locks are shared, a write lock excludes them; a held key is key_busy and never queued" {
+	local r1 r2 out
+	r1=$(newid) r2=$(newid)
+	out=$(acq read:rw "$(newid)" "$r1")
+	assert_equal "$(field outcome "$out")" granted
+	out=$(acq read:rw "$(newid)" "$r2")
+	assert_equal "$(field outcome "$out")" granted
+	assert_equal "$(field used "$out")" 2
+	out=$(acq write:rw "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" busy
+	rel "$r1" >/dev/null
+	rel "$r2" >/dev/null
+	local w
+	w=$(newid)
+	out=$(acq write:rw "$(newid)" "$w")
+	assert_equal "$(field outcome "$out")" granted
+	out=$(acq read:rw "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" busy
+	rel "$w" >/dev/null
+
+	out=$(acq key:nightly "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" granted
+	assert_equal "$(field resource "$out")" id:nightly
+	out=$(acq key:nightly "$(newid)" "$(newid)" 30000 1)
+	assert_equal "$(field outcome "$out")" key_busy
+	assert_equal "$(field message "$out")" "another run with --id 'nightly' is still going"
+	assert_equal "$(waiters)" 0
+}
+
+@test "the waiter behind wakes from GET_LOCK(wait_for) when the request ahead is granted" {
+	local ra la rb lb rc out pid
+	ra=$(newid) la=$(newid) rb=$(newid) lb=$(newid) rc=$(newid)
+	acq mutex:ch "$ra" "$la" >/dev/null
+	# B's session: queue, wait 4 s, attempt again (granted by then), stay.
+	app "CALL lockrun_acquire('mutex:ch', '$rb', '$(newid)', 30000, 1, NULL, NULL, NULL, NULL);
+		SELECT SLEEP(4);
+		CALL lockrun_acquire('mutex:ch', '$rb', '$lb', 30000, 1, NULL, NULL, NULL, NULL);
+		SELECT SLEEP(30)" >"$BATS_TEST_TMPDIR/b" 2>&1 3>&- &
+	pid=$!
+	lr_wait_eq 1 waiters ch
+	out=$(acq mutex:ch "$rc" "$(newid)" 30000 1)
+	assert_equal "$(field wait_for "$out")" "lockrun.wait.$rb"
+	run app "SELECT GET_LOCK('lockrun.wait.$rb', 0)"
+	assert_line 0
+	rel "$la" >/dev/null
+	# Returns once B is granted, while B's session is still there.
+	run app "SELECT GET_LOCK('lockrun.wait.$rb', 20), (SELECT 1)"
+	assert_line "$(printf '1\t1')"
+	kill -0 "$pid"
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants g JOIN lr_holds h ON h.grant_id = g.id
+		WHERE g.request_id = '$lb'")" 1
+	kill "$pid"
+	wait "$pid" || true
+	sql "KILL CONNECTION $(sql "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT SLEEP(30)%'")" || true
+}
+
+@test "an expired hold counts as used for the 5 s grace; a busy attempt still keeps its sweep" {
+	ctl set g2 2
+	local l1 l2 out
+	l1=$(newid) l2=$(newid)
+	acq semaphore:g2:1 "$(newid)" "$l1" >/dev/null
+	acq semaphore:g2:1 "$(newid)" "$l2" >/dev/null
+	# l1 expired 2 s ago: within the grace, still used, still renewable.
+	sql "UPDATE lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+		SET h.expires_at = UTC_TIMESTAMP(6) - INTERVAL 2 SECOND WHERE g.request_id = '$l1'"
+	out=$(acq semaphore:g2:1 "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" busy
+	assert_equal "$(holds g2)" 2
+	# Past the grace: the next attempt sweeps it, even one that stays busy
+	# (2 permits asked, 1 free after the sweep).
+	sql "UPDATE lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+		SET h.expires_at = UTC_TIMESTAMP(6) - INTERVAL 6 SECOND WHERE g.request_id = '$l1'"
+	out=$(acq semaphore:g2:2 "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" busy
+	assert_equal "$(field message "$out")" "'g2' is busy (1/2 used)"
+	assert_equal "$(holds g2)" 1
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE request_id = '$l1'")" expired
+	out=$(app "CALL lockrun_renew('$l1', 30000)")
+	assert_equal "$(field grant_id "$out")/$(field renewed "$out")" NULL/0
+	used_ok
+}
+
+# A lockrun child that records "enter NAME 1 LEASE FENCE", runs until
+# $BATS_TEST_TMPDIR/stop exists, then records leave.
+until_stopped() {
+	printf 'echo enter %s 1 $LOCKRUN_LEASE $LOCKRUN_FENCE >>%q; while [ ! -e %q ]; do sleep 0.05; done; echo leave %s 1 >>%q' \
+		"$1" "$rec" "$BATS_TEST_TMPDIR/stop" "$1" "$rec"
+}
+
+@test "a lockrun job and an SQL client exclude each other, both ways" {
+	local out pid
+	# 1. lockrun holds: the SQL acquire is busy while the child runs.
+	"$LOCKRUN" -x shared -- sh -c "$(until_stopped shared)" 3>&- &
+	pid=$!
+	lr_wait_for grep -q '^enter shared' "$rec"
+	local lease fence
+	read -r _ _ _ lease fence <"$rec"
+	out=$(acq mutex:shared "$(newid)" "$(newid)")
+	assert_equal "$(field outcome "$out")" busy
+	# The child's LOCKRUN_LEASE is the grant id an application checks.
+	out=$(app "START TRANSACTION; CALL lockrun_check($lease, 'shared'); COMMIT")
+	assert_equal "$(field live "$out")/$(field fence "$out")" "1/$fence"
+	touch "$BATS_TEST_TMPDIR/stop"
+	wait "$pid"
+	assert_equal "$(rec_count "$rec" leave shared)" 1
+	out=$(app "START TRANSACTION; CALL lockrun_check($lease, 'shared'); COMMIT")
+	assert_equal "$(field live "$out")" 0
+
+	# 2. The SQL client holds: lockrun -n exits with the conflict status
+	# and its command never runs.
+	local sl
+	sl=$(newid)
+	out=$(acq mutex:shared "$(newid)" "$sl")
+	assert_equal "$(field outcome "$out")" granted
+	local sqlfence
+	sqlfence=$(field fence "$out")
+	((sqlfence > fence)) || fail "SQL fence $sqlfence after lockrun's $fence"
+	rm -f "$BATS_TEST_TMPDIR/stop"
+	run -75 "$LOCKRUN" -n -x shared -- sh -c "$(until_stopped shared)"
+	assert_equal "$(rec_count "$rec" enter shared)" 1
+
+	# 3. A waiting lockrun starts only after the SQL client released, with
+	# the next fence.
+	"$LOCKRUN" -x shared -- sh -c "$(until_stopped shared)" 3>&- &
+	pid=$!
+	lr_wait_eq 1 waiters shared
+	sleep 0.5
+	assert_equal "$(rec_count "$rec" enter shared)" 1
+	rel "$sl" >/dev/null
+	lr_wait_eq 2 rec_count "$rec" enter shared
+	touch "$BATS_TEST_TMPDIR/stop"
+	wait "$pid"
+	local f3
+	f3=$(awk '$1 == "enter" { f = $5 } END { print f }' "$rec")
+	((f3 > sqlfence)) || fail "lockrun's fence $f3 after the SQL client's $sqlfence"
+	assert_equal "$(rec_max "$rec" shared)" 1
+	assert_equal "$(holds shared)" 0
+	used_ok
+}
+
+# The Python example (contrib/sql-api-example.py) with the test server's
+# runtime account.
+example() {
+	"$LR_SRC/contrib/sql-api-example.py" -c "$LOCKRUN_CONFIG" "$@"
+}
+
+need_pymysql() {
+	/usr/bin/python3 -c 'import pymysql' 2>/dev/null ||
+		skip "python3-pymysql is not installed (tests/run installs it)"
+}
+
+@test "the Python example takes the lock, renews, checks before COMMIT, releases; lockrun is kept out" {
+	need_pymysql
+	local pid
+	# ttl 2 s, 4 s of work: only the background renewal keeps it live.
+	example --ttl 2 --work 4 shared >"$BATS_TEST_TMPDIR/py" 2>&1 3>&- &
+	pid=$!
+	lr_wait_for grep -q '^granted' "$BATS_TEST_TMPDIR/py"
+	run -75 "$LOCKRUN" -n -x shared -- sh -c "$(until_stopped shared)"
+	assert_equal "$(rec_count "$rec" enter shared)" 0
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$BATS_TEST_TMPDIR/py"
+	assert_equal "$rc" 0
+	run cat "$BATS_TEST_TMPDIR/py"
+	assert_line --regexp '^renewed'
+	assert_line --regexp '^checked: live, fence [0-9]+, committed$'
+	assert_line 'released'
+	assert_equal "$(holds shared)" 0
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants ORDER BY id DESC LIMIT 1")" exited
+}
+
+@test "the Python example waits in the queue behind lockrun, and gives up at its timeout" {
+	need_pymysql
+	local pid py
+	"$LOCKRUN" -x shared -- sh -c "$(until_stopped shared)" 3>&- &
+	pid=$!
+	lr_wait_for grep -q '^enter shared' "$rec"
+	run -75 example --timeout 1.5 shared
+	assert_output --partial "timed out"
+	refute_output --partial "granted"
+	assert_equal "$(waiters shared)" 0
+
+	# Queued behind the job, it gets in when the job ends.
+	example --timeout 30 --work 0.2 shared >"$BATS_TEST_TMPDIR/py" 2>&1 3>&- &
+	py=$!
+	lr_wait_for grep -q '^queued' "$BATS_TEST_TMPDIR/py"
+	assert_equal "$(waiters shared)" 1
+	touch "$BATS_TEST_TMPDIR/stop"
+	wait "$pid"
+	local rc=0
+	wait "$py" || rc=$?
+	cat "$BATS_TEST_TMPDIR/py"
+	assert_equal "$rc" 0
+	grep -q '^granted' "$BATS_TEST_TMPDIR/py"
+	assert_equal "$(holds shared)" 0
+}
+
+@test "the Python example stops with 76 when its lease is taken away, and commits nothing" {
+	need_pymysql
+	local pid rc=0
+	example --ttl 3 --work 8 pylost >"$BATS_TEST_TMPDIR/py" 2>&1 3>&- &
+	pid=$!
+	lr_wait_for grep -q '^granted' "$BATS_TEST_TMPDIR/py"
+	# An operator removes the hold; the next renewal (every ttl/3) sees it.
+	sql "DELETE FROM lr_holds WHERE resource = 'pylost'"
+	wait "$pid" || rc=$?
+	cat "$BATS_TEST_TMPDIR/py"
+	assert_equal "$rc" 76
+	run cat "$BATS_TEST_TMPDIR/py"
+	assert_line 'lost: a renewal found the lease gone'
+	refute_line --partial committed
+	assert_line released
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status) FROM lr_grants ORDER BY id DESC LIMIT 1")" "aborted 76"
+}
