@@ -318,7 +318,7 @@ BEGIN
   DECLARE v_permits, v_cap, v_fence, v_ticket, v_gid BIGINT UNSIGNED;
   DECLARE v_outcome VARCHAR(10) DEFAULT 'granted';
   DECLARE v_galera TINYINT DEFAULT lr_galera();
-  DECLARE v_queued TINYINT DEFAULT 0;
+  DECLARE v_queued, v_ended TINYINT DEFAULT 0;
   DECLARE c CURSOR FOR SELECT name, kind, permits FROM lr_req ORDER BY name;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -389,8 +389,15 @@ BEGIN
   SET v_done = 0;
 
   -- 2. Idempotent: this lease already granted and not ended? Return it.
-  SELECT g.id INTO v_gid FROM lr_grants g WHERE g.request_id = p_lease AND g.ended_at IS NULL;
+  --    Ended (released, or a settlement's tombstone)? Then this is a late
+  --    call whose answer nobody will read: it must neither grant nor
+  --    queue. Read after the rows are locked, so a settlement either
+  --    waited for this call or committed before it.
+  SELECT g.id, g.ended_at IS NOT NULL INTO v_gid, v_ended FROM lr_grants g WHERE g.request_id = p_lease;
   SET v_done = 0;
+  IF v_ended THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was used already; take a new one';
+  END IF;
   IF v_outcome <> 'invalid' AND v_gid IS NOT NULL THEN
     UPDATE lr_req q JOIN lr_holds h ON h.resource = q.name AND h.grant_id = v_gid
        SET q.fence = h.fence, q.state = 'ok';
