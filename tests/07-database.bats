@@ -92,6 +92,32 @@ ms_since() {
 	assert_equal "$(waiters)" 0
 }
 
+@test "an acquire CALL that lands after its settlement, while its own new grant holds the lock, queues nothing" {
+	proxy
+	pctl hold-query CALL lockrun_acquire 3000
+	# Settled as not granted, then granted under a new lease id; the held
+	# CALL, with the old lease, lands while that grant still holds hql.
+	"$LOCKRUN" -c "$pconf" -x hql -- sh -c "echo ran >>$rec; sleep 6" 3>&- &
+	local a=$!
+	bg_pids="$a"
+	lr_wait_for grep -qx "fired hold-query CALL lockrun_acquire" "$fifo.log"
+	lr_wait_for grep -qx ran "$rec"
+	# Give the late CALL time to run: it must not take a place in the
+	# queue (nobody would ever renew or leave it: the queue would stand
+	# still for 15 s after the holder is gone).
+	local n
+	for n in $(seq 10); do
+		assert_equal "$(waiters)" 0
+		sleep 0.2
+	done
+	assert_equal "$(holds hql)" 1
+	wait "$a"
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants WHERE ttl_ms > 0")" 1
+	run "$LOCKRUN" -n -x hql -- echo free
+	assert_success
+	assert_output free
+}
+
 @test "an enqueuing acquire CALL still in flight when the connection is lost: the places are not doubled" {
 	"$LOCKRUN" -x hqq -- sh -c "while [ ! -e $BATS_TEST_TMPDIR/go ]; do sleep 0.05; done" 3>&- &
 	local holder=$!
