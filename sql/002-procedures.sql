@@ -154,7 +154,7 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_check_id(
   NO SQL SQL SECURITY DEFINER
 BEGIN
   DECLARE v_msg VARCHAR(200);
-  IF p_id IS NULL OR p_id NOT REGEXP '^[0-9a-f]{32}$' THEN
+  IF p_id IS NULL OR BINARY p_id NOT REGEXP '^[0-9a-f]{32}$' THEN
     SET v_msg = CONCAT('lockrun: ', p_what, ' must be 32 lowercase hex digits');
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
   END IF;
