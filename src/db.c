@@ -11,6 +11,7 @@
 
 #include <errmsg.h>
 #include <mysqld_error.h>
+#include <openssl/crypto.h>
 
 #include "log.h"
 #include "strbuf.h"
@@ -72,12 +73,47 @@ static void set_error(lr_db *db, unsigned err, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* TLS may be used: asked for here, or possibly in an option file that the
+ * connector reads (any of its ssl-* options). */
+static bool tls_possible(const struct lr_db_params *p)
+{
+	return p->ssl_ca || p->ssl_cert || p->ssl_key || p->ssl_verify_server_cert ||
+	       p->option_file || p->option_group;
+}
+
+/*
+ * Starts OpenSSL before the connector does. The connector's first
+ * mysql_init() starts it even for a unix socket without TLS, and OpenSSL
+ * then reads its configuration, loads its error strings and registers
+ * every cipher and digest by name: a third of a run's instructions and
+ * 1.8 MiB of its peak RSS, none of it used without TLS. Each part runs
+ * once per process, so turning it off first makes the connector's later
+ * request a no-op. With TLS possible, OpenSSL starts as usual (its
+ * configuration may set the protocols and ciphers). In both cases its
+ * clean-up at exit is skipped: exit frees everything. Once per process;
+ * costs no system call.
+ */
+static void start_tls_library(const struct lr_db_params *p)
+{
+	static bool started;
+	uint64_t opts = OPENSSL_INIT_NO_ATEXIT;
+
+	if (started)
+		return;
+	started = true;
+	if (!tls_possible(p))
+		opts |= OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS |
+		        OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS;
+	OPENSSL_init_crypto(opts, NULL);
+}
+
 lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
 {
 	lr_db *db = calloc(1, sizeof(*db));
 
 	if (!db)
 		return NULL;
+	start_tls_library(params);
 	db->loop = loop;
 	db->p = params;
 	db->poll_fd = -1;
@@ -501,20 +537,26 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 
 /* Resolves a host name on libuv's thread pool (the connector's own lookup
  * would block the loop). Waits at most connect_timeout; the cancel flag
- * ends the wait too. */
+ * ends the wait too. An address needs no lookup: it is converted at once,
+ * without starting the pool's four threads. */
 static bool resolve(lr_db *db, const char *host, struct addrinfo **out)
 {
 	struct addrinfo hints;
-	struct resolve *r = calloc(1, sizeof(*r));
+	struct resolve *r;
 	bool ok = false, gave_up = false;
 
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST; /* never blocks: no name service */
+	if (getaddrinfo(host, NULL, &hints, out) == 0)
+		return true;
+	hints.ai_flags = 0;
+	r = calloc(1, sizeof(*r));
 	if (!r) {
 		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
 		return false;
 	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
 	r->req.data = r;
 	db->expired = false;
 	if (uv_getaddrinfo(db->loop, &r->req, on_resolved, host, NULL, &hints) != 0) {

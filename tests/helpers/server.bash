@@ -27,7 +27,7 @@ LR_SRC=${LR_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 # gcc is listed because a fresh Debian image has no C compiler.
 LR_BUILD_PACKAGES=(
 	gcc libc6-dev meson ninja-build pkg-config
-	libmariadb-dev libuv1-dev libinih-dev scdoc
+	libmariadb-dev libssl-dev libuv1-dev libinih-dev scdoc
 	mariadb-server mariadb-client openssl
 )
 # shellcheck disable=SC2034 # used by tests/run
