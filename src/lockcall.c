@@ -108,7 +108,7 @@ static enum lr_call call(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, bool a
 /* Column positions of an answer, looked up by name: the procedures may add
  * columns, and the order is theirs. */
 struct cols {
-	int outcome, grant_id, resource, state, fence, ticket, at_head, ahead_max, fits, wait_for,
+	int outcome, grant_id, resource, state, fence, ticket, at_head, ahead, fits, wait_for,
 	    holder, message, galera, api, places, woken, holds, renewed, used, capacity, permits;
 };
 
@@ -121,7 +121,7 @@ static void find_cols(lr_db *db, struct cols *c)
 	c->fence = lr_db_column(db, "fence");
 	c->ticket = lr_db_column(db, "ticket");
 	c->at_head = lr_db_column(db, "at_head");
-	c->ahead_max = lr_db_column(db, "ahead_max");
+	c->ahead = lr_db_column(db, "ahead");
 	c->fits = lr_db_column(db, "fits");
 	c->wait_for = lr_db_column(db, "wait_for");
 	c->holder = lr_db_column(db, "holder");
@@ -425,7 +425,7 @@ out:
  * queue places alive (the heartbeat). *could: an attempt could succeed now
  * (at the head and room on every resource). No rows: our places were
  * swept, lk->queued is cleared and the next attempt queues again. Sets
- * at_head, ahead_max, the wake-up lock to block on, and the status line.
+ * at_head, the places ahead, the wake-up lock to block on, and the status line.
  * One round trip.
  */
 enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
@@ -460,13 +460,13 @@ enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
 		lk->galera = flag(row, c.galera);
 		if ((!row_head || !row_fits) && head && fits && it)
 			snprintf(lk->status, sizeof(lk->status),
-			         "waiting for '%s': %s/%s used, at most %s ahead in the queue",
+			         "waiting for '%s': %s/%s used, %s%s ahead in the queue",
 			         lr_lock_display_name(it), str(row, c.used), str(row, c.capacity),
-			         str(row, c.ahead_max));
+			         str(row, c.ahead), num(row, c.ahead) >= 10 ? " or more" : "");
 		head = head && row_head;
 		fits = fits && row_fits;
-		if (num(row, c.ahead_max) > ahead)
-			ahead = (unsigned)num(row, c.ahead_max);
+		if (num(row, c.ahead) > ahead)
+			ahead = (unsigned)num(row, c.ahead);
 		note_wait_for(lk, get(row, c.wait_for));
 		/* A held key, or a count the capacity no longer allows, is
 		 * decided by an attempt at once: neither is worth waiting for. */
@@ -477,7 +477,7 @@ enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
 			rows = 0; /* a place was swept: queue again, all of them */
 	}
 	lk->at_head = head;
-	lk->ahead_max = ahead;
+	lk->ahead = ahead;
 	*could = rows == 0 || decide || (head && fits);
 	if (rows == 0)
 		lk->queued = false;

@@ -42,7 +42,7 @@ static unsigned galera_pace(const struct lr_lock *lk)
 {
 	if (lk->at_head)
 		return lr_lock_jitter(GALERA_HEAD_MS); /* [5, 15) */
-	if (lk->ahead_max <= GALERA_NEAR)
+	if (lk->ahead <= GALERA_NEAR)
 		return 13 + lr_lock_jitter(25); /* [25, 50) */
 	return 125 + lr_lock_jitter(250);       /* [250, 500) */
 }
