@@ -399,7 +399,7 @@ used_ok() {
 	assert_equal "$(field outcome "$out")" none
 	assert_equal "$(field grant_id "$out")" NULL
 	run -1 acq mutex:st "$req2" "$lease2"
-	assert_output --partial "ERROR 1062"
+	assert_output --partial "this lease id was used already"
 	assert_equal "$(holds st)" 0
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants WHERE request_id = '$lease2' AND ended_at IS NOT NULL")" 1
 	# A new lease id for the next attempt works.
@@ -423,7 +423,7 @@ used_ok() {
 	# would grant, and fails instead. A new lease id is granted.
 	rel "$la" >/dev/null
 	run -1 acq mutex:stq "$rb" "$lb" 30000 1
-	assert_output --partial "ERROR 1062"
+	assert_output --partial "this lease id was used already"
 	assert_equal "$(holds stq)" 0
 	out=$(acq mutex:stq "$rb" "$(newid)" 30000 1)
 	assert_equal "$(field outcome "$out")" granted
