@@ -97,7 +97,8 @@ ms_since() {
 	pctl hold-query CALL lockrun_acquire 3000
 	# Settled as not granted, then granted under a new lease id; the held
 	# CALL, with the old lease, lands while that grant still holds hql.
-	"$LOCKRUN" -c "$pconf" -x hql -- sh -c "echo ran >>$rec; sleep 6" 3>&- &
+	"$LOCKRUN" -c "$pconf" -x hql -- sh -c "echo ran >>$rec;
+		while [ ! -e $BATS_TEST_TMPDIR/go ]; do sleep 0.05; done" 3>&- &
 	local a=$!
 	bg_pids="$a"
 	lr_wait_for grep -qx "fired hold-query CALL lockrun_acquire" "$fifo.log"
@@ -111,6 +112,7 @@ ms_since() {
 		sleep 0.2
 	done
 	assert_equal "$(holds hql)" 1
+	touch "$BATS_TEST_TMPDIR/go"
 	wait "$a"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants WHERE ttl_ms > 0")" 1
 	run "$LOCKRUN" -n -x hql -- echo free
