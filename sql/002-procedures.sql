@@ -225,7 +225,7 @@ BEGIN
     SET v_n = v_n + 1;
   END WHILE;
   IF v_n = 0 OR v_n > 64 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: name 1 to 64 items, separated by commas';
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: give 1 to 64 items, separated by commas';
   END IF;
 END//
 

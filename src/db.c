@@ -815,16 +815,6 @@ int lr_db_column(const lr_db *db, const char *name)
 	return -1;
 }
 
-uint64_t lr_db_affected_rows(const lr_db *db)
-{
-	return db->m ? mysql_affected_rows(db->m) : 0;
-}
-
-uint64_t lr_db_insert_id(const lr_db *db)
-{
-	return db->m ? mysql_insert_id(db->m) : 0;
-}
-
 /* Appends s as a quoted SQL string literal, escaped for the connection's
  * character set. NULL becomes the SQL NULL. */
 void lr_db_sb_quote(lr_db *db, struct lr_sb *sb, const char *s)

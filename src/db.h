@@ -57,16 +57,13 @@ void lr_db_disconnect(lr_db *db);
 bool lr_db_connected(const lr_db *db);
 unsigned lr_db_generation(const lr_db *db);
 
-/* A CALL's whole reply is read; its first result set is the answer. After
- * a CALL, lr_db_affected_rows() means nothing: procedures return counts in
- * their rows. */
+/* A CALL's whole reply is read; its first result set is the answer
+ * (procedures return their counts in rows, not as affected rows). */
 bool lr_db_query(lr_db *db, const char *sql);
 bool lr_db_queryf(lr_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 MYSQL_ROW lr_db_fetch(lr_db *db);
 uint64_t lr_db_num_rows(const lr_db *db);
 int lr_db_column(const lr_db *db, const char *name);
-uint64_t lr_db_affected_rows(const lr_db *db);
-uint64_t lr_db_insert_id(const lr_db *db);
 
 void lr_db_sb_quote(lr_db *db, struct lr_sb *sb, const char *s);
 void lr_db_set_cancel(lr_db *db, const volatile bool *flag);

@@ -38,10 +38,6 @@
 #define LR_STR_(x)        #x
 #define LR_STR(x)         LR_STR_(x)
 #define LR_SQL_GRACE      "INTERVAL " LR_STR(LR_SWEEP_GRACE_MS) "000 MICROSECOND"
-/* SQL conditions on an expiry column: "not yet sweepable", the rule for
- * everything that counts live use, and its negation. */
-#define LR_SQL_UNSWEPT(col)   col " > NOW(6) - " LR_SQL_GRACE
-#define LR_SQL_SWEEPABLE(col) col " <= NOW(6) - " LR_SQL_GRACE
 
 enum lr_kind {
 	LR_KIND_SEMAPHORE,
