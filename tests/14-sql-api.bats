@@ -766,3 +766,25 @@ need_pymysql() {
 	assert_line released
 	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status) FROM lr_grants ORDER BY id DESC LIMIT 1")" "aborted 76"
 }
+
+@test "only the lease id renews or releases a grant: another id, or the grant's number, changes nothing" {
+	local req lease other out gid
+	req=$(newid) lease=$(newid) other=$(newid)
+	out=$(acq mutex:cap1 "$req" "$lease" 5000)
+	gid=$(field grant_id "$out")
+	assert_equal "$(field outcome "$out")" granted
+	out=$(app "CALL lockrun_renew('$other', 60000)")
+	assert_equal "$(field renewed "$out")" 0
+	out=$(rel "$other")
+	assert_equal "$(field released "$out")" 0
+	# The public grant number is not a lease id.
+	out=$(rel "$(printf '%032d' "$gid")")
+	assert_equal "$(field released "$out")" 0
+	run -1 rel "$gid"
+	assert_output --partial "lease must be 32 lowercase hex digits"
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_holds WHERE grant_id = $gid")" 1
+	assert_equal "$(sql "SELECT expires_at < UTC_TIMESTAMP(6) + INTERVAL 10 SECOND FROM lr_holds WHERE grant_id = $gid")" 1
+	assert_equal "$(sql "SELECT ended_at IS NULL FROM lr_grants WHERE id = $gid")" 1
+	out=$(rel "$lease")
+	assert_equal "$(field released "$out")" 1
+}
