@@ -310,9 +310,10 @@ END//
 -- order (missing mutex, rwlock and key rows created), each gets a bounded
 -- sweep, then the grant rule decides: grant (fence + 1 on every row, the
 -- log entry and the holds), or with p_enqueue a place in every queue
--- (ticket + 1 on every row), or nothing. It commits in every case, so the
--- sweep makes progress even while the resource stays busy. Returns one row
--- per item in name order.
+-- (ticket + 1 on every row), or nothing; or, for a once item whose window
+-- has a successful run, 'done' (a skipped log entry, the queue left). It
+-- commits in every case, so the sweep makes progress even while the
+-- resource stays busy. Returns one row per item in name order.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquire(
   IN p_items VARCHAR(4000), IN p_request CHAR(32) CHARACTER SET ascii,
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED, IN p_enqueue TINYINT,
@@ -433,7 +434,7 @@ BEGIN
     SELECT once_window INTO v_window FROM lr_grants WHERE id = v_gid;
   ELSE
     SET v_gid = NULL;
-    -- 3. A once item whose window has a successful run (a row of lr_once
+    -- 3a. A once item whose window has a successful run (a row of lr_once
     --    GRANTED inside it, written by the release of that run under
     --    this same key row's lock) is done: nothing else matters.
     IF v_outcome <> 'invalid' AND v_once_res IS NOT NULL THEN
@@ -446,7 +447,7 @@ BEGIN
         SET v_outcome = 'done';
       END IF;
     END IF;
-    -- 3. The grant rule, per item: a held key is never waited for (but a
+    -- 3b. The grant rule, per item: a held key is never waited for (but a
     --    once item's key is: whether its run succeeds decides ours); the
     --    permits must fit; and no other request may be queued ahead.
     IF v_outcome NOT IN ('invalid', 'done') THEN
