@@ -90,8 +90,12 @@ grants() {
 	sleep 1
 	run once k2 8 --done-exit-code 3 -q -- sh -c "$(rec_cmd "$rec" job)"
 	assert_equal "$status" 3
+	# The site's default, from [lock] done_exit_code.
+	{ cat "$LOCKRUN_CONFIG"; printf '[lock]\ndone_exit_code = 4\n'; } >"$BATS_TEST_TMPDIR/c.conf"
+	run once k2 8 -c "$BATS_TEST_TMPDIR/c.conf" -- sh -c "$(rec_cmd "$rec" job)"
+	assert_equal "$status" 4
 	assert_equal "$(rec_count "$rec" enter job)" 1
-	assert_equal "$(grants k2 skipped)" 3
+	assert_equal "$(grants k2 skipped)" 4
 }
 
 @test "the next window runs it again" {
