@@ -111,17 +111,27 @@ grants() {
 		FROM lr_grants WHERE idem_key = 'k3' AND end_reason = 'exited'")" 4000000
 }
 
-@test "a failed or killed run leaves the window open: the next attempt in it runs" {
+@test "a failed, killed or lost run leaves the window open: the next attempt in it runs" {
+	local a rc
 	window_start 8
 	run once k4 8 -- sh -c "$(rec_cmd "$rec" job); exit 1"
 	assert_failure 1
 	run once k4 8 -- sh -c "$(rec_cmd "$rec" job); kill -KILL \$\$"
 	assert_equal "$status" 137
+	# An operator takes the hold away: the next renewal finds it lost.
+	once k4 8 --ttl 3 --kill-after 0.5 -- sh -c "$(loop_cmd L)" 3>&- &
+	a=$!
+	pids+=("$a")
+	lr_wait_for grep -q "enter L" "$rec"
+	sql "DELETE FROM lr_holds WHERE resource = 'id:k4'"
+	rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
 	run -0 once k4 8 -- sh -c "$(rec_cmd "$rec" job)"
 	run -0 once k4 8 -- sh -c "$(rec_cmd "$rec" job)"
 	assert_equal "$(rec_count "$rec" enter job)" 3
 	assert_equal "$(sql "SELECT GROUP_CONCAT(CONCAT(end_reason, ':', COALESCE(exit_status, term_signal, ''))
-		ORDER BY id) FROM lr_grants WHERE idem_key = 'k4'")" "exited:1,signaled:9,exited:0,skipped:"
+		ORDER BY id) FROM lr_grants WHERE idem_key = 'k4'")" "exited:1,signaled:9,lost:0,exited:0,skipped:"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_once WHERE idem_key = 'k4'")" 1
 }
 
@@ -285,6 +295,18 @@ newid() { openssl rand -hex 16; }
 	[[ $(field done_by "$out") =~ ^[0-9]+$ ]] || fail "no done_by in: $out"
 	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE request_id = '$lease'")" skipped
 	assert_equal "$(waiters)" 0
+	# Settled after a lost answer, done stays done.
+	out=$(app "CALL lockrun_settle('$item', '$req', '$lease')")
+	assert_equal "$(field outcome "$out")" done
+	assert_equal "$(field once_window "$out")" "$(sql "SELECT once_window FROM lr_grants WHERE request_id = '$lease'")"
+	# Only 'exited' with status 0 closes a window.
+	for end in "'lost', NULL, 9" "'signaled', NULL, 15" "'aborted', NULL, NULL" "'spawn_failed', NULL, NULL"; do
+		lease=$(newid)
+		out=$(app "CALL lockrun_acquire('once:s2:$per:$off', '$req', '$lease', 30000, 0, 'h', 1, 'u', 'c')")
+		assert_equal "$(field outcome "$out")" granted
+		app "CALL lockrun_release('$lease', $end)" >/dev/null
+	done
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_once WHERE idem_key = 's2'")" 0
 	# The same key without a window is still just a key.
 	lease=$(newid)
 	out=$(app "CALL lockrun_acquire('key:s1', '$req', '$lease', 30000, 0, 'h', 1, 'u', 'c')")
