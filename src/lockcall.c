@@ -74,7 +74,8 @@ static void add_id(struct lr_sb *sb, const char *id)
 
 /*
  * Judges a failed CALL. A missing or older procedure is the version check
- * (1305 no such procedure, 1318 other arguments, 1146/1054 older tables).
+ * (1305 no such procedure, 1318 other arguments, 1146/1054 older tables,
+ * 1644 for a once item).
  * acquire says whether the CALL could have granted: then a lost answer is
  * an unknown outcome, to be settled, never simply repeated.
  */
@@ -83,8 +84,10 @@ static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
 	unsigned e = lr_db_errno(db);
 
 	lr_lock_take_db_error(lk, db);
+	/* Procedures from before once items refuse the kind by name. */
 	if (e == ER_SP_DOES_NOT_EXIST || e == ER_SP_WRONG_NO_OF_ARGS || e == ER_NO_SUCH_TABLE ||
-	    e == ER_BAD_FIELD_ERROR) {
+	    e == ER_BAD_FIELD_ERROR ||
+	    (e == ER_SIGNAL_EXCEPTION && strstr(lr_db_error(db), "invalid kind 'once'"))) {
 		snprintf(lk->err, sizeof(lk->err), "%s: %s", lr_db_server(db), schema_hint);
 		return LR_CALL_SCHEMA;
 	}
