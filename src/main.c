@@ -327,9 +327,10 @@ static void supervise(struct run *r)
 				            (unsigned long long)r->lock.grant_id);
 			} else if (gone) {
 				lease_lost(r, r->lock.err, true);
-			} else {
+			} else if (!r->stop || !r->holding) {
 				/* Try again soon on a fresh connection, not a whole
-				 * interval later: the lease is running out. */
+				 * interval later: the lease is running out. (A stop
+				 * during --min-hold abandons the renewal: no retry.) */
 				lr_log_warn("cannot renew the lease: %s", r->lock.err);
 				uv_timer_start(r->beat, on_beat, 200 + (unsigned)(t0 % 300),
 				               interval);
