@@ -179,6 +179,51 @@ BEGIN
   END IF;
 END//
 
+-- Rewrites a once item, 'once:KEY:PERIOD_MS[:OFFSET_MS]', into the key
+-- item 'key:KEY' that lr_parse knows, and returns its window: KEY,
+-- PERIOD_MS (1000-31622400000, i.e. 1 s to 366 days) and OFFSET_MS (0 to
+-- PERIOD_MS - 1; default 0). At most one once item per request. Without
+-- one, p_key is NULL and p_items unchanged. No table is read or written.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_once_items(
+  INOUT p_items VARCHAR(4000), OUT p_key VARCHAR(64) CHARACTER SET ascii,
+  OUT p_period BIGINT UNSIGNED, OUT p_offset BIGINT UNSIGNED)
+  NO SQL SQL SECURITY DEFINER
+proc: BEGIN
+  DECLARE v_rest VARCHAR(4000) DEFAULT TRIM(COALESCE(p_items, ''));
+  DECLARE v_out VARCHAR(4000) DEFAULT '';
+  DECLARE v_item, v_per, v_off VARCHAR(4000);
+  DECLARE v_colons INT;
+  DECLARE v_msg VARCHAR(300);
+  SET p_key = NULL, p_period = NULL, p_offset = NULL;
+  IF LOCATE('once:', v_rest) = 0 THEN
+    LEAVE proc;
+  END IF;
+  WHILE v_rest <> '' DO
+    SET v_item = TRIM(SUBSTRING_INDEX(v_rest, ',', 1));
+    SET v_rest = IF(LOCATE(',', v_rest) = 0, '', TRIM(SUBSTRING(v_rest, LOCATE(',', v_rest) + 1)));
+    IF LEFT(v_item, 5) = 'once:' THEN
+      SET v_colons = LENGTH(v_item) - LENGTH(REPLACE(v_item, ':', ''));
+      SET v_per = IF(v_colons >= 2, SUBSTRING_INDEX(SUBSTRING_INDEX(v_item, ':', 3), ':', -1), '');
+      SET v_off = IF(v_colons = 3, SUBSTRING_INDEX(v_item, ':', -1), '0');
+      IF p_key IS NOT NULL THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: give at most one once item';
+      END IF;
+      IF v_colons NOT IN (2, 3) OR v_per NOT REGEXP '^[0-9]{4,11}$' OR v_off NOT REGEXP '^[0-9]{1,11}$'
+         OR v_per + 0 < 1000 OR v_per + 0 > 31622400000 OR v_off + 0 >= v_per + 0 THEN
+        SET v_msg = CONCAT('lockrun: invalid once item ''', LEFT(v_item, 100),
+                           ''': use once:KEY:PERIOD_MS[:OFFSET_MS], PERIOD_MS 1000-31622400000',
+                           ' and OFFSET_MS below it');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      SET p_key = LEFT(SUBSTRING_INDEX(SUBSTRING_INDEX(v_item, ':', 2), ':', -1), 64);
+      SET p_period = v_per + 0, p_offset = v_off + 0;
+      SET v_item = CONCAT('key:', SUBSTRING_INDEX(SUBSTRING_INDEX(v_item, ':', 2), ':', -1));
+    END IF;
+    SET v_out = CONCAT(v_out, IF(v_out = '', '', ','), v_item);
+  END WHILE;
+  SET p_items = v_out;
+END//
+
 -- Bounded sweep of one resource whose row the caller holds locked: at most
 -- 20 holds and 20 waiters that expired more than the grace ago, oldest
 -- first through k_expiry, their lock-log entries closed (the delete
@@ -265,9 +310,10 @@ END//
 -- order (missing mutex, rwlock and key rows created), each gets a bounded
 -- sweep, then the grant rule decides: grant (fence + 1 on every row, the
 -- log entry and the holds), or with p_enqueue a place in every queue
--- (ticket + 1 on every row), or nothing. It commits in every case, so the
--- sweep makes progress even while the resource stays busy. Returns one row
--- per item in name order.
+-- (ticket + 1 on every row), or nothing; or, for a once item whose window
+-- has a successful run, 'done' (a skipped log entry, the queue left). It
+-- commits in every case, so the sweep makes progress even while the
+-- resource stays busy. Returns one row per item in name order.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquire(
   IN p_items VARCHAR(4000), IN p_request CHAR(32) CHARACTER SET ascii,
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED, IN p_enqueue TINYINT,
@@ -284,6 +330,13 @@ BEGIN
   DECLARE v_outcome VARCHAR(10) DEFAULT 'granted';
   DECLARE v_galera TINYINT DEFAULT lr_galera();
   DECLARE v_queued, v_ended TINYINT DEFAULT 0;
+  DECLARE v_items VARCHAR(4000) DEFAULT p_items;
+  DECLARE v_once_key VARCHAR(64) CHARACTER SET ascii;  -- a once item's key, its
+  DECLARE v_once_res VARCHAR(80) CHARACTER SET ascii;  -- resource row,
+  DECLARE v_period, v_offset BIGINT UNSIGNED;          -- window length and offset,
+  DECLARE v_window DATETIME(6);                        -- and this call's window
+  DECLARE v_once_gid BIGINT UNSIGNED;                  -- the run that made it done
+  DECLARE v_once_at DATETIME(6);
   DECLARE c CURSOR FOR SELECT name, kind, permits FROM lr_req ORDER BY name;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -302,11 +355,21 @@ BEGIN
   IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
   END IF;
-  CALL lr_parse(p_items);
+  CALL lr_once_items(v_items, v_once_key, v_period, v_offset);
+  CALL lr_parse(v_items);
+  SET v_once_res = CONCAT('id:', v_once_key);
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_now = UTC_TIMESTAMP(6);
+  -- A once item's window, by this server's clock in UTC (no time zone
+  -- enters): the start of the period, counted from the epoch plus the
+  -- offset, that holds now.
+  IF v_period IS NOT NULL THEN
+    SET v_window = TIMESTAMP('1970-01-01 00:00:00') + INTERVAL
+        ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', v_now) DIV 1000 - v_offset)
+         DIV v_period * v_period + v_offset) * 1000 MICROSECOND;
+  END IF;
 
   -- 1. Lock every resource row in name order, the order every lockrun
   --    transaction uses, so two requests cannot deadlock on them.
@@ -368,18 +431,33 @@ BEGIN
   IF v_outcome <> 'invalid' AND v_gid IS NOT NULL THEN
     UPDATE lr_req q JOIN lr_holds h ON h.resource = q.name AND h.grant_id = v_gid
        SET q.fence = h.fence, q.state = 'ok';
+    SELECT once_window INTO v_window FROM lr_grants WHERE id = v_gid;
   ELSE
     SET v_gid = NULL;
-    -- 3. The grant rule, per item: a held key is never waited for; the
+    -- 3a. A once item whose window has a successful run (a row of lr_once
+    --    GRANTED inside it, written by the release of that run under
+    --    this same key row's lock) is done: nothing else matters.
+    IF v_outcome <> 'invalid' AND v_once_res IS NOT NULL THEN
+      SELECT grant_id, done_at INTO v_once_gid, v_once_at FROM lr_once
+       WHERE idem_key = v_once_key AND granted_at >= v_window
+         AND granted_at < v_window + INTERVAL v_period * 1000 MICROSECOND
+       ORDER BY granted_at LIMIT 1;
+      SET v_done = 0;
+      IF v_once_gid IS NOT NULL THEN
+        SET v_outcome = 'done';
+      END IF;
+    END IF;
+    -- 3b. The grant rule, per item: a held key is never waited for (but a
+    --    once item's key is: whether its run succeeds decides ours); the
     --    permits must fit; and no other request may be queued ahead.
-    IF v_outcome <> 'invalid' THEN
+    IF v_outcome NOT IN ('invalid', 'done') THEN
       UPDATE lr_req SET state = CASE
-          WHEN kind = 'key' AND used > 0 THEN 'key_busy'
+          WHEN kind = 'key' AND used > 0 AND NOT name <=> v_once_res THEN 'key_busy'
           WHEN used + permits > capacity THEN 'busy'
           WHEN head IS NOT NULL AND (my_ticket IS NULL OR head < my_ticket) THEN 'busy'
           ELSE 'ok' END;
       UPDATE lr_req SET message = CASE
-          WHEN state = 'key_busy' THEN
+          WHEN state = 'key_busy' OR (state = 'busy' AND kind = 'key' AND used > 0) THEN
             CONCAT('another run with --id ''', SUBSTRING(name, 4), ''' is still going')
           WHEN state = 'busy' AND used + permits > capacity AND kind = 'semaphore' THEN
             CONCAT('''', name, ''' is busy (', used, '/', capacity, ' used)')
@@ -403,13 +481,13 @@ BEGIN
          SET r.fence = r.fence + 1, r.updated_at = v_now;
       UPDATE lr_req SET fence = fence + 1, used = used + permits;
       INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
-                             ttl_ms, requested_at, acquired_at)
-      SELECT p_lease, (SELECT SUBSTRING(name, 4) FROM lr_req WHERE kind = 'key' LIMIT 1),
+                             ttl_ms, requested_at, acquired_at, once_window, once_period_ms)
+      SELECT p_lease, COALESCE(v_once_key, (SELECT SUBSTRING(name, 4) FROM lr_req WHERE kind = 'key' LIMIT 1)),
              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
              LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024),
              p_ttl_ms,
              COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
-             v_now;
+             v_now, v_window, v_period;
       SET v_gid = LAST_INSERT_ID();
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       SELECT v_gid, name, kind, permits, fence FROM lr_req;
@@ -436,6 +514,27 @@ BEGIN
     ELSEIF v_outcome = 'busy' THEN
       -- Still queued from before: keep the places alive.
       CALL lr_heartbeat(p_request, v_now);
+    ELSEIF v_outcome = 'done' THEN
+      -- 4c. Done: nothing taken, the queue left; the lock log records the
+      --     skip with its window and the items it asked for (no fence).
+      UPDATE lr_req SET state = IF(name = v_once_res, 'done', 'ok'), my_ticket = NULL,
+             message = IF(name = v_once_res,
+               CONCAT('the window from ', DATE_FORMAT(v_window, '%Y-%m-%d %H:%i:%s'),
+                      ' UTC already has a successful run of --id ''', v_once_key,
+                      ''' (grant ', v_once_gid, ', ended ',
+                      DATE_FORMAT(v_once_at, '%Y-%m-%d %H:%i:%s'), ')'), NULL);
+      INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
+                             ttl_ms, requested_at, acquired_at, ended_at, end_reason,
+                             once_window, once_period_ms)
+      SELECT p_lease, v_once_key,
+             LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
+             LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024),
+             p_ttl_ms,
+             COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
+             v_now, v_now, 'skipped', v_window, v_period;
+      INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
+      SELECT LAST_INSERT_ID(), name, kind, permits, NULL FROM lr_req;
+      DELETE FROM lr_waiters WHERE request_id = p_request;
     END IF;
   END IF;
   COMMIT;
@@ -458,7 +557,7 @@ BEGIN
             (SELECT CONCAT(g.host, ':', g.pid, ' (', LEFT(g.command, 40), ')')
                FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
               WHERE h.resource = q.name ORDER BY h.grant_id LIMIT 1), NULL) AS holder,
-         q.message, v_galera AS galera, 2 AS api
+         q.message, v_window AS once_window, v_once_gid AS done_by, v_galera AS galera, 2 AS api
     FROM lr_req q ORDER BY q.name;
 END//
 
@@ -620,6 +719,7 @@ BEGIN
   DECLARE v_released, v_woken INT DEFAULT 0;
   DECLARE v_conn BIGINT UNSIGNED;
   DECLARE v_node, v_here VARCHAR(120) CHARACTER SET ascii;
+  DECLARE v_key VARCHAR(64) CHARACTER SET ascii;
   DECLARE c CURSOR FOR SELECT resource FROM lr_holds WHERE grant_id = v_gid ORDER BY resource;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -656,6 +756,24 @@ BEGIN
   UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = p_reason,
          exit_status = p_exit_status, term_signal = p_term_signal
    WHERE id = v_gid AND ended_at IS NULL;
+  -- A once-per run that ended well, by this release (not swept before it):
+  -- its window is done. Under the key row's lock, taken above, like the
+  -- acquire that reads it. Then a bounded trim of the key's rows whose
+  -- window ended more than GREATEST(1 day, 3 periods) ago.
+  IF ROW_COUNT() = 1 AND p_reason = 'exited' AND p_exit_status = 0 THEN
+    SELECT idem_key INTO v_key FROM lr_grants WHERE id = v_gid AND once_window IS NOT NULL;
+    SET v_done = 0;
+    IF v_key IS NOT NULL THEN
+      INSERT IGNORE INTO lr_once (idem_key, granted_at, grant_id, window_start, period_ms,
+                                  window_end, done_at)
+      SELECT idem_key, acquired_at, id, once_window, once_period_ms,
+             once_window + INTERVAL once_period_ms * 1000 MICROSECOND, UTC_TIMESTAMP(6)
+        FROM lr_grants WHERE id = v_gid;
+      DELETE FROM lr_once WHERE idem_key = v_key
+         AND window_end < UTC_TIMESTAMP(6) - INTERVAL GREATEST(86400000, 3 * period_ms) * 1000 MICROSECOND
+       ORDER BY granted_at LIMIT 10;
+    END IF;
+  END IF;
   COMMIT;
   CALL lr_leave(v_sw, v_lwt);
   -- The wake-up, best effort: a sleeper that is gone (1094) or not ours
@@ -702,6 +820,10 @@ BEGIN
   DECLARE v_outcome VARCHAR(10);
   DECLARE v_done INT DEFAULT 0;
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_itemstr VARCHAR(4000) DEFAULT p_items;
+  DECLARE v_once_key VARCHAR(64) CHARACTER SET ascii;
+  DECLARE v_period, v_offset BIGINT UNSIGNED;
+  DECLARE v_window DATETIME(6);
   DECLARE c CURSOR FOR SELECT name FROM lr_req ORDER BY name;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -716,7 +838,8 @@ BEGIN
   END IF;
   CALL lr_check_id('request', p_request);
   CALL lr_check_id('lease', p_lease);
-  CALL lr_parse(p_items);
+  CALL lr_once_items(v_itemstr, v_once_key, v_period, v_offset);
+  CALL lr_parse(v_itemstr);
   SELECT COUNT(*) INTO v_items FROM lr_req;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -746,6 +869,13 @@ BEGIN
             UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 'aborted');
     SET v_outcome = IF(v_q = v_items, 'queued', 'none');
     SET v_gid = NULL;
+    -- The lost answer said the once item's window was done: it still is.
+    SELECT once_window INTO v_window FROM lr_grants
+     WHERE request_id = p_lease AND end_reason = 'skipped';
+    IF v_done = 0 THEN
+      SET v_outcome = 'done';
+    END IF;
+    SET v_done = 0;
   END IF;
   COMMIT;
   CALL lr_leave(v_sw, v_lwt);
@@ -753,6 +883,10 @@ BEGIN
   SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource,
          (SELECT h.fence FROM lr_holds h WHERE h.grant_id = v_gid AND h.resource = q.name) AS fence,
          (SELECT w.ticket FROM lr_waiters w WHERE w.request_id = p_request AND w.resource = q.name) AS ticket,
+         v_window AS once_window,
+         IF(v_outcome = 'done' AND q.name = CONCAT('id:', v_once_key),
+            CONCAT('the window from ', DATE_FORMAT(v_window, '%Y-%m-%d %H:%i:%s'),
+                   ' UTC already has a successful run of --id ''', v_once_key, ''''), NULL) AS message,
          2 AS api
     FROM lr_req q ORDER BY q.name;
 END//

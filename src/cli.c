@@ -17,6 +17,10 @@ enum {
 	OPT_READ,
 	OPT_WRITE,
 	OPT_NAMED,
+	OPT_ONCE_PER,
+	OPT_ONCE_OFFSET,
+	OPT_MIN_HOLD,
+	OPT_DONE_EXIT,
 };
 
 static const struct option longopts[] = {
@@ -33,6 +37,10 @@ static const struct option longopts[] = {
     {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
     {"on-lost", required_argument, NULL, OPT_ON_LOST},
     {"id", required_argument, NULL, OPT_ID},
+    {"once-per", required_argument, NULL, OPT_ONCE_PER},
+    {"once-offset", required_argument, NULL, OPT_ONCE_OFFSET},
+    {"done-exit-code", required_argument, NULL, OPT_DONE_EXIT},
+    {"min-hold", required_argument, NULL, OPT_MIN_HOLD},
     {"config", required_argument, NULL, 'c'},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
@@ -55,6 +63,11 @@ void lr_cli_usage(FILE *out)
 	    "      --named NAME              the server's named lock NAME (GET_LOCK): no tables,\n"
 	    "                                no token, lost with the connection; not on Galera\n"
 	    "      --id KEY                  no overlap: exit at once if a live run holds KEY\n"
+	    "      --once-per DURATION       with --id: one successful run of KEY per window\n"
+	    "                                of DURATION by the database server's clock;\n"
+	    "                                waits for a running one instead of exiting\n"
+	    "      --once-offset DURATION    windows start DURATION after the epoch's\n"
+	    "      --done-exit-code N        exit status when the window is done (default 0)\n"
 	    "\n"
 	    "Options:\n"
 	    "  -n, --nonblock                fail at once if the locks are not free\n"
@@ -63,6 +76,7 @@ void lr_cli_usage(FILE *out)
 	    "      --ttl SECONDS             lease length, renewed every ttl/3 (default 30)\n"
 	    "      --kill-after SECONDS      SIGTERM-to-SIGKILL grace on lock loss (default 5)\n"
 	    "      --on-lost kill|ignore     stop the command if the lease is lost (default kill)\n"
+	    "      --min-hold DURATION       keep the locks at least DURATION from the grant\n"
 	    "  -c, --config FILE             configuration file (default $LOCKRUN_CONFIG,\n"
 	    "                                then /etc/lockrun.conf)\n"
 	    "  -v, --verbose                 say what happens; twice: every statement\n"
@@ -71,12 +85,15 @@ void lr_cli_usage(FILE *out)
 	    "  -V, --version                 show the version\n"
 	    "\n"
 	    "NAME: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit.\n"
+	    "DURATION: seconds, or a number with s, m, h or d (90, 1.5m, 5m, 2h, 1d).\n"
 	    "The command sees LOCKRUN_FENCE (its fencing token when it holds one lock),\n"
-	    "LOCKRUN_FENCES (name=token ...) and LOCKRUN_LEASE (the grant's id).\n"
+	    "LOCKRUN_FENCES (name=token ...), LOCKRUN_LEASE (the grant's id) and with\n"
+	    "--once-per LOCKRUN_WINDOW (its window's start, e.g. 2026-11-22T10:05:00Z).\n"
 	    "\n"
 	    "Exit status:\n"
 	    "  the command's status, or 128+N if it was killed by signal N (also when\n"
-	    "  lockrun itself was, before the command started)\n"
+	    "  lockrun itself was, before the command started); with --once-per, 0 (or\n"
+	    "  --done-exit-code) without running it when the window is done already\n"
 	    "   64  usage error: bad option, name or count, a name used twice or as\n"
 	    "       another kind, unknown semaphore, count over its capacity, unsafe\n"
 	    "       --ttl/--kill-after, --named on a Galera cluster\n"
@@ -97,6 +114,7 @@ void lr_cli_init(struct lr_cli *cli)
 	cli->kill_after = -1;
 	cli->conflict_exit = -1;
 	cli->on_lost = -1;
+	cli->done_exit = -1;
 }
 
 void lr_cli_finish(struct lr_cli *cli)
@@ -119,6 +137,86 @@ static bool seconds(const char *opt, const char *v, double lo, double hi, double
 		return false;
 	}
 	*out = d;
+	return true;
+}
+
+/*
+ * A DURATION: a decimal number of seconds, or of the unit its suffix
+ * names (s, m, h, d: 90, 1.5m, 5m, 2h, 7d). Into seconds; no range check.
+ */
+bool lr_cli_duration(const char *v, double *out)
+{
+	static const struct {
+		char unit;
+		double secs;
+	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+	char *end;
+	double d;
+
+	if (!*v || *v == '-' || *v == '+' || strpbrk(v, "xXnNeEpP") || *v == '.')
+		return false;
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || !isfinite(d))
+		return false;
+	if (*end) {
+		size_t i;
+		for (i = 0; i < sizeof(units) / sizeof(units[0]) && units[i].unit != *end; i++)
+			;
+		if (i == sizeof(units) / sizeof(units[0]) || end[1])
+			return false;
+		d *= units[i].secs;
+	}
+	*out = d;
+	return true;
+}
+
+/* A DURATION option within lo..hi seconds, in whole milliseconds. */
+static bool duration_ms(const char *opt, const char *v, double lo, double hi, uint64_t *out,
+                        char *err, size_t errlen)
+{
+	double d;
+
+	if (!lr_cli_duration(v, &d) || d < lo || d > hi) {
+		snprintf(err, errlen,
+		         "%s: '%s' is not a duration of %g s to %g d (e.g. 90, 30s, 5m, 2h, 1d)",
+		         opt, v, lo, hi / 86400);
+		return false;
+	}
+	*out = (uint64_t)llround(d * 1000.0);
+	return true;
+}
+
+static bool exit_code(const char *opt, const char *v, int *out, char *err, size_t errlen)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || !*v || *end || n < 0 || n > 255) {
+		snprintf(err, errlen, "%s: '%s' is not an exit status (0-255)", opt, v);
+		return false;
+	}
+	*out = (int)n;
+	return true;
+}
+
+/* What --once-per and its companions need of the rest of the line. */
+static bool once_ok(const struct lr_cli *cli, char *err, size_t errlen)
+{
+	if (cli->once_offset_set && !cli->once_per_ms) {
+		snprintf(err, errlen, "--once-offset needs --once-per");
+		return false;
+	}
+	if (cli->once_per_ms && !cli->id) {
+		snprintf(err, errlen, "--once-per needs --id KEY: the key whose runs it counts");
+		return false;
+	}
+	if (cli->once_per_ms && cli->once_offset_ms >= cli->once_per_ms) {
+		snprintf(err, errlen, "--once-offset must be shorter than --once-per");
+		return false;
+	}
 	return true;
 }
 
@@ -159,8 +257,6 @@ static void bad_option(char **argv, int c, char *err, size_t errlen)
 bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t errlen)
 {
 	int c;
-	char *end;
-	long n;
 
 	opterr = 0;
 	optind = 1;
@@ -212,15 +308,29 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 				return false;
 			break;
 		case 'E':
-			errno = 0;
-			n = strtol(optarg, &end, 10);
-			if (errno || !*optarg || *end || n < 0 || n > 255) {
-				snprintf(err, errlen,
-				         "--conflict-exit-code: '%s' is not an exit status (0-255)",
-				         optarg);
+			if (!exit_code("--conflict-exit-code", optarg, &cli->conflict_exit, err,
+			               errlen))
 				return false;
-			}
-			cli->conflict_exit = (int)n;
+			break;
+		case OPT_DONE_EXIT:
+			if (!exit_code("--done-exit-code", optarg, &cli->done_exit, err, errlen))
+				return false;
+			break;
+		case OPT_ONCE_PER:
+			if (!duration_ms("--once-per", optarg, 1, LR_ONCE_MAX_S, &cli->once_per_ms,
+			                 err, errlen))
+				return false;
+			break;
+		case OPT_ONCE_OFFSET:
+			if (!duration_ms("--once-offset", optarg, 0, LR_ONCE_MAX_S,
+			                 &cli->once_offset_ms, err, errlen))
+				return false;
+			cli->once_offset_set = true;
+			break;
+		case OPT_MIN_HOLD:
+			if (!duration_ms("--min-hold", optarg, 0, LR_MIN_HOLD_MAX_S,
+			                 &cli->min_hold_ms, err, errlen))
+				return false;
 			break;
 		case OPT_ON_LOST:
 			if (strcmp(optarg, "kill") == 0)
@@ -253,6 +363,8 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 			return false;
 		}
 	}
+	if (!once_ok(cli, err, errlen))
+		return false;
 	if (cli->nitems == 0) {
 		snprintf(err, errlen,
 		         "no lock given: use -s, -x, --read, --write, --named or --id");

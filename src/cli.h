@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "lock.h"
@@ -20,14 +21,25 @@ struct lr_cli {
 	double wait; /* seconds; < 0 unset */
 	double ttl;  /* seconds; < 0 unset */
 	double kill_after;
-	int conflict_exit; /* < 0 unset */
-	int on_lost;       /* < 0 unset, else enum lr_on_lost */
-	int verbosity;     /* 0 normal, < 0 quiet, > 0 verbose */
+	int conflict_exit;    /* < 0 unset */
+	int on_lost;          /* < 0 unset, else enum lr_on_lost */
+	int done_exit;        /* --done-exit-code; < 0 unset */
+	uint64_t once_per_ms; /* --once-per; 0 unset */
+	uint64_t once_offset_ms;
+	bool once_offset_set;
+	uint64_t min_hold_ms; /* --min-hold; 0 unset */
+	int verbosity;        /* 0 normal, < 0 quiet, > 0 verbose */
 	bool help;
 	bool version;
 	char **command; /* NULL-terminated, inside argv */
 };
 
+/* The longest --once-per window (366 days: a yearly run, leap years too),
+ * and the longest --min-hold (a day). */
+#define LR_ONCE_MAX_S     (366.0 * 86400)
+#define LR_MIN_HOLD_MAX_S 86400.0
+
+bool lr_cli_duration(const char *v, double *seconds);
 void lr_cli_init(struct lr_cli *cli);
 void lr_cli_finish(struct lr_cli *cli);
 bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t errlen);

@@ -36,6 +36,7 @@ void lr_config_init(struct lr_config *cfg)
 	cfg->lock.wait = -1;
 	cfg->lock.kill_after = 5;
 	cfg->lock.conflict_exit = 75;
+	cfg->lock.done_exit = 0;
 	cfg->lock.on_lost = LR_ON_LOST_KILL;
 }
 
@@ -281,6 +282,10 @@ static int handle_lock(struct parse *ps, const char *name, const char *v)
 			return fail(ps, "conflict_exit_code: '%s' is not an exit status (0-255)",
 			            v);
 		l->conflict_exit = (int)u;
+	} else if (strcmp(name, "done_exit_code") == 0) {
+		if (!parse_uint(v, 0, 255, &u))
+			return fail(ps, "done_exit_code: '%s' is not an exit status (0-255)", v);
+		l->done_exit = (int)u;
 	} else if (strcmp(name, "on_lost") == 0) {
 		if (strcmp(v, "kill") == 0)
 			l->on_lost = LR_ON_LOST_KILL;

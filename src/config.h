@@ -19,6 +19,7 @@ struct lr_lock_defaults {
 	double wait;       /* seconds; < 0: wait forever */
 	double kill_after; /* seconds between SIGTERM and SIGKILL */
 	int conflict_exit; /* exit status when not acquired */
+	int done_exit;     /* exit status when --once-per finds the window done */
 	enum lr_on_lost on_lost;
 };
 

@@ -182,6 +182,18 @@ void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag)
 		lr_db_set_cancel(lk->bell, flag);
 }
 
+/*
+ * Makes the request's key (--id) a once-per key: granted at most once per
+ * window of period_ms (starting offset_ms after the epoch, by the
+ * server's clock) unless a run failed, and waited for like a mutex while a
+ * run holds it, as its outcome decides whether this run is needed at all.
+ */
+void lr_lock_set_once(struct lr_lock *lk, uint64_t period_ms, uint64_t offset_ms)
+{
+	lk->once_per_ms = period_ms;
+	lk->once_offset_ms = offset_ms;
+}
+
 /* Adds an item keeping the list sorted by name, the order rows are locked
  * in. The same name twice is an error, whatever the kinds. */
 bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t errlen)
@@ -371,7 +383,7 @@ bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why)
 	return false;
 }
 
-enum tx { TX_OK, TX_BUSY, TX_KEY_BUSY, TX_INVALID, TX_RETRY, TX_FAIL };
+enum tx { TX_OK, TX_BUSY, TX_KEY_BUSY, TX_DONE, TX_INVALID, TX_RETRY, TX_FAIL };
 
 /* What a failed CALL means for the attempt. An unknown outcome is marked,
  * to be settled before anything else. */
@@ -410,6 +422,9 @@ static enum tx settle(struct lr_lock *lk)
 		            (unsigned long long)lk->grant_id);
 		return TX_OK;
 	}
+	/* The lost answer was "the window is done": it stays done. */
+	if (o == LR_OUT_DONE)
+		return TX_DONE;
 	new_request_id(lk->lease);
 	return TX_RETRY;
 }
@@ -449,6 +464,9 @@ static enum tx try_once(struct lr_lock *lk, bool may_enqueue)
 			break;
 		case LR_OUT_KEY_BUSY:
 			r = TX_KEY_BUSY;
+			break;
+		case LR_OUT_DONE:
+			r = TX_DONE;
 			break;
 		case LR_OUT_INVALID:
 			r = TX_INVALID;
@@ -518,7 +536,7 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 			r = settle(lk);
 			if (r == TX_OK)
 				return adopt(lk);
-			if (r == TX_FAIL)
+			if (r == TX_FAIL || r == TX_DONE)
 				return r;
 			if (!lk->unsettled) {
 				i--; /* settled: that was no attempt */
@@ -565,6 +583,9 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 		break;
 	case TX_KEY_BUSY:
 		a = LR_ACQ_KEY_BUSY;
+		break;
+	case TX_DONE:
+		a = LR_ACQ_DONE;
 		break;
 	case TX_INVALID:
 		a = LR_ACQ_INVALID;

@@ -68,6 +68,7 @@ enum lr_acquire {
 	LR_ACQ_GRANTED,
 	LR_ACQ_BUSY,     /* not available (and waiting ran out or was not wanted) */
 	LR_ACQ_KEY_BUSY, /* the idempotency key is held by a live grant */
+	LR_ACQ_DONE,     /* --once-per: the key's window already has a successful run */
 	LR_ACQ_INVALID,  /* cannot ever be granted: unknown semaphore, count > capacity */
 	LR_ACQ_FULL,     /* the server stayed full (too many connections) until the wait ran out */
 	LR_ACQ_CANCELED, /* the cancel flag was raised while waiting */
@@ -87,7 +88,10 @@ struct lr_lock {
 	uint64_t grant_id;
 	bool unsettled;         /* an acquire CALL's outcome is unknown: settle first */
 	uint64_t valid_from_ms; /* CLOCK_BOOTTIME ms before the granting CALL was sent */
-	size_t ntable;          /* items kept in tables: all but named locks */
+	uint64_t once_per_ms;   /* --once-per: the key's window length; 0 without */
+	uint64_t once_offset_ms;
+	char once_window[32]; /* the window the grant (or skip) belongs to, server UTC */
+	size_t ntable;        /* items kept in tables: all but named locks */
 	size_t nnamed;
 	bool queued;         /* our waiter rows exist */
 	bool ever_queued;    /* waiter rows may exist: leave the queue when done */
@@ -124,6 +128,7 @@ bool lr_lock_init(struct lr_lock *lk, uv_loop_t *loop, lr_db *db, const struct l
 void lr_lock_finish(struct lr_lock *lk);
 bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t errlen);
 void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag);
+void lr_lock_set_once(struct lr_lock *lk, uint64_t period_ms, uint64_t offset_ms);
 
 bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why);
 enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s);

@@ -37,7 +37,8 @@ static const char *api_kind(enum lr_kind k)
 }
 
 /* 'kind:name[:count],...': every table item, quoted. Names are checked by
- * lr_name_valid, so they never contain ',' or ':'. */
+ * lr_name_valid, so they never contain ',' or ':'. A once-per key is
+ * 'once:KEY:PERIOD_MS:OFFSET_MS'. */
 static void add_items(struct lr_lock *lk, struct lr_sb *sb)
 {
 	struct lr_sb items;
@@ -48,10 +49,14 @@ static void add_items(struct lr_lock *lk, struct lr_sb *sb)
 		const struct lr_item *it = &lk->items[i];
 		if (it->kind == LR_KIND_NAMED)
 			continue;
-		lr_sb_printf(&items, "%s%s:%s", first ? "" : ",", api_kind(it->kind),
-		             lr_lock_display_name(it));
+		bool once = it->kind == LR_KIND_KEY && lk->once_per_ms;
+		lr_sb_printf(&items, "%s%s:%s", first ? "" : ",",
+		             once ? "once" : api_kind(it->kind), lr_lock_display_name(it));
 		if (it->kind == LR_KIND_SEMAPHORE)
 			lr_sb_printf(&items, ":%u", it->count);
+		if (once)
+			lr_sb_printf(&items, ":%llu:%llu", (unsigned long long)lk->once_per_ms,
+			             (unsigned long long)lk->once_offset_ms);
 		first = false;
 	}
 	if (items.oom)
@@ -69,7 +74,8 @@ static void add_id(struct lr_sb *sb, const char *id)
 
 /*
  * Judges a failed CALL. A missing or older procedure is the version check
- * (1305 no such procedure, 1318 other arguments, 1146/1054 older tables).
+ * (1305 no such procedure, 1318 other arguments, 1146/1054 older tables,
+ * 1644 for a once item).
  * acquire says whether the CALL could have granted: then a lost answer is
  * an unknown outcome, to be settled, never simply repeated.
  */
@@ -78,8 +84,10 @@ static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
 	unsigned e = lr_db_errno(db);
 
 	lr_lock_take_db_error(lk, db);
+	/* Procedures from before once items refuse the kind by name. */
 	if (e == ER_SP_DOES_NOT_EXIST || e == ER_SP_WRONG_NO_OF_ARGS || e == ER_NO_SUCH_TABLE ||
-	    e == ER_BAD_FIELD_ERROR) {
+	    e == ER_BAD_FIELD_ERROR ||
+	    (e == ER_SIGNAL_EXCEPTION && strstr(lr_db_error(db), "invalid kind 'once'"))) {
 		snprintf(lk->err, sizeof(lk->err), "%s: %s", lr_db_server(db), schema_hint);
 		return LR_CALL_SCHEMA;
 	}
@@ -109,7 +117,8 @@ static enum lr_call call(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, bool a
  * columns, and the order is theirs. */
 struct cols {
 	int outcome, grant_id, resource, state, fence, ticket, at_head, ahead, fits, wait_for,
-	    holder, message, galera, api, places, woken, holds, renewed, used, capacity, permits;
+	    holder, message, galera, api, places, woken, holds, renewed, used, capacity, permits,
+	    once_window;
 };
 
 static void find_cols(lr_db *db, struct cols *c)
@@ -135,6 +144,7 @@ static void find_cols(lr_db *db, struct cols *c)
 	c->used = lr_db_column(db, "used");
 	c->capacity = lr_db_column(db, "capacity");
 	c->permits = lr_db_column(db, "permits");
+	c->once_window = lr_db_column(db, "once_window");
 }
 
 static const char *str(MYSQL_ROW row, int col)
@@ -211,6 +221,18 @@ static void note_wait_for(struct lr_lock *lk, const char *v)
 		snprintf(lk->wait_for, sizeof(lk->wait_for), "%s", v);
 }
 
+/* The once-per window start from the server, 'YYYY-MM-DD HH:MM:SS[.ffffff]'
+ * UTC: kept only if it looks like one (it goes into the child's
+ * environment). */
+static void note_window(struct lr_lock *lk, const char *v)
+{
+	size_t n = v ? strlen(v) : 0;
+
+	if (n < 19 || n >= sizeof(lk->once_window) || strspn(v, "0123456789-: .") != n)
+		return;
+	snprintf(lk->once_window, sizeof(lk->once_window), "%.19s", v);
+}
+
 static enum lr_outcome outcome_of(const char *s)
 {
 	if (!s)
@@ -225,16 +247,18 @@ static enum lr_outcome outcome_of(const char *s)
 		return LR_OUT_KEY_BUSY;
 	if (strcmp(s, "invalid") == 0)
 		return LR_OUT_INVALID;
+	if (strcmp(s, "done") == 0)
+		return LR_OUT_DONE;
 	return LR_OUT_NONE;
 }
 
-/* The message of the row that decided: a held key over anything else (it
- * is never waited for), then the first row in name order that is not ok.
- * Server text: shown escaped. */
+/* The message of the row that decided: a held key or a done window over
+ * anything else (neither is waited for), then the first row in name order
+ * that is not ok. Server text: shown escaped. */
 static void take_message(struct lr_lock *lk, const char *msg, const char *state, bool *have)
 {
 	struct lr_sb sb;
-	bool key = state && strcmp(state, "key_busy") == 0;
+	bool key = state && (strcmp(state, "key_busy") == 0 || strcmp(state, "done") == 0);
 
 	if (!msg || (*have && !key))
 		return;
@@ -317,6 +341,7 @@ enum lr_call lr_call_acquire(struct lr_lock *lk, bool enqueue, enum lr_outcome *
 		if (!flag(row, c.at_head))
 			head = false;
 		note_wait_for(lk, get(row, c.wait_for));
+		note_window(lk, get(row, c.once_window));
 		take_message(lk, get(row, c.message), get(row, c.state), &have_msg);
 		add_holder(&holders, it, get(row, c.resource), get(row, c.holder), &nholders);
 		if (!it)
@@ -368,6 +393,7 @@ enum lr_call lr_call_settle(struct lr_lock *lk, enum lr_outcome *out)
 	enum lr_call r;
 	size_t rows = 0, fences = 0, tickets = 0;
 	uint64_t gid = 0;
+	bool have_msg = false;
 
 	lr_sb_init(&sb);
 	lr_sb_puts(&sb, "CALL lockrun_settle(");
@@ -390,6 +416,9 @@ enum lr_call lr_call_settle(struct lr_lock *lk, enum lr_outcome *out)
 		}
 		rows++;
 		*out = outcome_of(get(row, c.outcome));
+		note_window(lk, get(row, c.once_window));
+		if (*out == LR_OUT_DONE)
+			take_message(lk, get(row, c.message), "done", &have_msg);
 		if (!it)
 			continue;
 		if (*out == LR_OUT_GRANTED && get(row, c.fence)) {
@@ -469,8 +498,9 @@ enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
 			ahead = (unsigned)num(row, c.ahead);
 		note_wait_for(lk, get(row, c.wait_for));
 		/* A held key, or a count the capacity no longer allows, is
-		 * decided by an attempt at once: neither is worth waiting for. */
-		if ((it && it->kind == LR_KIND_KEY && !row_fits) ||
+		 * decided by an attempt at once: neither is worth waiting for.
+		 * A once-per key is: its holder's outcome decides ours. */
+		if ((it && it->kind == LR_KIND_KEY && !lk->once_per_ms && !row_fits) ||
 		    num(row, c.permits) > num(row, c.capacity))
 			decide = true;
 		if (c.places >= 0 && num(row, c.places) != lk->ntable)

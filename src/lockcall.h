@@ -28,6 +28,7 @@ enum lr_outcome {
 	LR_OUT_BUSY,
 	LR_OUT_KEY_BUSY,
 	LR_OUT_INVALID,
+	LR_OUT_DONE, /* --once-per: the window has a successful run; nothing taken */
 	LR_OUT_NONE, /* settle: neither granted nor queued */
 };
 

@@ -49,9 +49,13 @@ struct run {
 	lr_btimer *deadline; /* fires at term_at_ms even while a renewal hangs */
 	bool renew_due;
 	double ttl, kill_after;
-	uint64_t term_at_ms; /* boottime: stop the child if not renewed by then */
-	bool lost;           /* acted upon: no more renewals */
-	bool warned;         /* --on-lost=ignore: told that the lease may be gone */
+	uint64_t term_at_ms;    /* boottime: stop the child if not renewed by then */
+	uint64_t hold_until_ms; /* boottime: --min-hold keeps the lease until then */
+	lr_btimer *hold;        /* wakes the loop when the min-hold is over */
+	bool holding;           /* the command ended; kept for --min-hold */
+	int child_rc;           /* the exit status, as it was when the command ended */
+	bool lost;              /* acted upon: no more renewals */
+	bool warned;            /* --on-lost=ignore: told that the lease may be gone */
 	bool loop_ready;
 };
 
@@ -129,13 +133,14 @@ static char *join_command(char **argv)
 	return cmd;
 }
 
-/* LOCKRUN_FENCE (one lock, or only the --id key), LOCKRUN_FENCES and
- * LOCKRUN_LEASE, as "NAME=value" strings for the child. Named locks have
- * no token (the server keeps no counter for them) and no lease row. */
+/* LOCKRUN_FENCE (one lock, or only the --id key), LOCKRUN_FENCES,
+ * LOCKRUN_LEASE and with --once-per LOCKRUN_WINDOW, as "NAME=value"
+ * strings for the child. Named locks have no token (the server keeps no
+ * counter for them) and no lease row. */
 static char **lock_env(const struct lr_lock *lk)
 {
-	struct lr_sb fences, one, lease;
-	char **env = calloc(4, sizeof(*env));
+	struct lr_sb fences, one, lease, window;
+	char **env = calloc(5, sizeof(*env));
 	size_t nres = 0, ntok = 0, k = 0;
 	const struct lr_item *single = NULL;
 
@@ -144,6 +149,7 @@ static char **lock_env(const struct lr_lock *lk)
 	lr_sb_init(&fences);
 	lr_sb_init(&one);
 	lr_sb_init(&lease);
+	lr_sb_init(&window);
 	for (size_t i = 0; i < lk->nitems; i++)
 		if (lk->items[i].kind != LR_KIND_KEY && lk->items[i].kind != LR_KIND_NAMED)
 			nres++;
@@ -165,6 +171,12 @@ static char **lock_env(const struct lr_lock *lk)
 	if (lk->grant_id) {
 		lr_sb_printf(&lease, "LOCKRUN_LEASE=%llu", (unsigned long long)lk->grant_id);
 		env[k++] = lease.buf;
+	}
+	if (lk->once_window[0]) {
+		/* 'YYYY-MM-DD HH:MM:SS' as ISO 8601: the window this run is for. */
+		lr_sb_printf(&window, "LOCKRUN_WINDOW=%.10sT%.8sZ", lk->once_window,
+		             lk->once_window + 11);
+		env[k++] = window.buf;
 	}
 	return env;
 }
@@ -244,11 +256,45 @@ static void lease_lost(struct run *r, const char *why, bool confirmed)
 	lr_log_error("lock lost (%s); stopping the command", why);
 }
 
+static int exit_status_of(struct run *r);
+
+static void on_hold_over(void *arg)
+{
+	(void)arg; /* the loop turns, and lease_wanted() sees the time */
+}
+
 /*
- * Runs the loop until the child has exited, renewing every ttl/3. Before
- * each renewal (and after any pause of ours, e.g. SIGSTOP) the local
- * deadline is checked first: past it the lease may be gone, so the child
- * is stopped without asking the server.
+ * Whether the lease is still wanted: while the child runs, and after it
+ * until --min-hold is over, unless lockrun is told to stop (the command
+ * is done: nothing is left to protect but the gap, and a stop must not
+ * wait for it) or the lease is lost. On the child's end it records the
+ * exit status (a loss during the hold does not change it), and a
+ * renewal in flight is from then on abandoned only on a stop.
+ */
+static bool lease_wanted(struct run *r)
+{
+	if (!lr_sup_done(r->sup))
+		return true;
+	if (!r->holding) {
+		r->child_rc = exit_status_of(r);
+		if (r->lost || r->stop || lr_btimer_now_ms() >= r->hold_until_ms)
+			return false;
+		r->holding = true;
+		lr_lock_set_cancel(&r->lock, &r->stop);
+		if (!lr_btimer_arm(r->hold, r->hold_until_ms))
+			return false;
+		lr_log_info("command ended; keeping grant %llu for %.1f s more (--min-hold)",
+		            (unsigned long long)r->lock.grant_id,
+		            (double)(r->hold_until_ms - lr_btimer_now_ms()) / 1000.0);
+	}
+	return !r->lost && !r->stop && lr_btimer_now_ms() < r->hold_until_ms;
+}
+
+/*
+ * Runs the loop until the child has exited (and --min-hold is over),
+ * renewing every ttl/3. Before each renewal (and after any pause of ours,
+ * e.g. SIGSTOP) the local deadline is checked first: past it the lease
+ * may be gone, so the child is stopped without asking the server.
  */
 static void supervise(struct run *r)
 {
@@ -263,9 +309,9 @@ static void supervise(struct run *r)
 	 * be (the deadline timer covers the child meanwhile). */
 	lr_db_set_op_timeout(r->db, interval / 2);
 	lr_db_set_idle_watch(r->db, on_connection_stirred, r);
-	while (!lr_sup_done(r->sup)) {
+	while (lease_wanted(r)) {
 		uv_run(r->loop, UV_RUN_ONCE);
-		if (lr_sup_done(r->sup))
+		if (!lease_wanted(r))
 			break;
 		if (!r->lost && !r->warned && lr_btimer_now_ms() >= r->term_at_ms) {
 			lease_lost(r, "not renewed in time", false);
@@ -281,9 +327,10 @@ static void supervise(struct run *r)
 				            (unsigned long long)r->lock.grant_id);
 			} else if (gone) {
 				lease_lost(r, r->lock.err, true);
-			} else {
+			} else if (!r->stop || !r->holding) {
 				/* Try again soon on a fresh connection, not a whole
-				 * interval later: the lease is running out. */
+				 * interval later: the lease is running out. (A stop
+				 * during --min-hold abandons the renewal: no retry.) */
 				lr_log_warn("cannot renew the lease: %s", r->lock.err);
 				uv_timer_start(r->beat, on_beat, 200 + (unsigned)(t0 % 300),
 				               interval);
@@ -293,13 +340,18 @@ static void supervise(struct run *r)
 	lr_db_set_idle_watch(r->db, NULL, NULL);
 	uv_timer_stop(r->beat);
 	lr_btimer_disarm(r->deadline);
+	lr_btimer_disarm(r->hold);
 	lr_db_set_op_timeout(r->db, 0);
 }
 
+/* The command's exit status as lockrun reports it; after the command
+ * ended (and the lease was kept for --min-hold), the one it had then. */
 static int exit_status_of(struct run *r)
 {
 	struct lr_sup_status st = lr_sup_status(r->sup);
 
+	if (r->holding)
+		return r->child_rc;
 	if (r->lost && r->cfg.lock.on_lost == LR_ON_LOST_KILL)
 		return LR_EXIT_LOCK_LOST;
 	if (st.signaled)
@@ -332,7 +384,8 @@ static const char *kind_option(enum lr_kind k)
  * application that lockrun knows nothing of: it then holds back everyone
  * behind it although the resource is free. So --named may only go with
  * table locks in a request that never waits (and so never queues); keys
- * (--id) never queue and may always go with it. Returns false with a
+ * (--id) never queue and may always go with it, unless --once-per makes
+ * the key wait for its holder. Returns false with a
  * message naming the options when the request mixes them.
  */
 static bool mixing_ok(const struct lr_cli *c, double wait, char *err, size_t errlen)
@@ -342,7 +395,7 @@ static bool mixing_ok(const struct lr_cli *c, double wait, char *err, size_t err
 	for (size_t i = 0; i < c->nitems; i++) {
 		if (c->items[i].kind == LR_KIND_NAMED)
 			named = named ? named : &c->items[i];
-		else if (c->items[i].kind != LR_KIND_KEY)
+		else if (c->items[i].kind != LR_KIND_KEY || c->once_per_ms)
 			queued = queued ? queued : &c->items[i];
 	}
 	if (!named || !queued || wait == 0)
@@ -372,6 +425,8 @@ static int merge_options(struct run *r, char *err, size_t errlen)
 		d->wait = 0;
 	if (c->conflict_exit >= 0)
 		d->conflict_exit = c->conflict_exit;
+	if (c->done_exit >= 0)
+		d->done_exit = c->done_exit;
 	if (c->on_lost >= 0)
 		d->on_lost = (enum lr_on_lost)c->on_lost;
 	r->ttl = d->ttl;
@@ -427,6 +482,9 @@ static int acquire_failed(struct run *r, enum lr_acquire a)
 	case LR_ACQ_INVALID:
 		lr_log_error("%s", r->lock.err);
 		return LR_EXIT_USAGE;
+	case LR_ACQ_DONE:
+		lr_log_info("not run: %s", r->lock.err);
+		return r->cfg.lock.done_exit;
 	case LR_ACQ_CANCELED:
 		lr_log_info("interrupted while waiting; nothing held");
 		return LR_EXIT_SIGBASE + r->stop_signal;
@@ -463,6 +521,8 @@ static int run_locked(struct run *r)
 	}
 	/* A full server is waited for within --wait; what is left of it is
 	 * for the locks. */
+	if (r->cli.once_per_ms)
+		lr_lock_set_once(&r->lock, r->cli.once_per_ms, r->cli.once_offset_ms);
 	lr_lock_set_cancel(&r->lock, &r->stop);
 	wait = r->cfg.lock.wait;
 	if (!lr_lock_connect(&r->lock, &wait, &a)) {
@@ -476,8 +536,14 @@ static int run_locked(struct run *r)
 		rc = acquire_failed(r, a);
 		goto out;
 	}
+	/* The min-hold runs from the grant's reply: the grant is older. */
+	r->hold_until_ms = r->cli.min_hold_ms ? lr_btimer_now_ms() + r->cli.min_hold_ms : 0;
 	lease_renewed(r, r->lock.valid_from_ms);
-	lr_log_info("acquired grant %llu", (unsigned long long)r->lock.grant_id);
+	if (r->lock.once_window[0])
+		lr_log_info("acquired grant %llu for the window from %s UTC",
+		            (unsigned long long)r->lock.grant_id, r->lock.once_window);
+	else
+		lr_log_info("acquired grant %llu", (unsigned long long)r->lock.grant_id);
 	if (r->cfg.lock.on_lost == LR_ON_LOST_KILL &&
 	    (r->lost || lr_btimer_now_ms() >= r->term_at_ms)) {
 		/* Granted, but so slowly that the lease could be over before the
@@ -517,7 +583,9 @@ static int run_locked(struct run *r)
 	lr_lock_set_cancel(&r->lock, lr_sup_done_flag(r->sup));
 	supervise(r);
 	rc = exit_status_of(r);
-	if (r->lost) {
+	/* Lost during --min-hold: the command had ended under the lease,
+	 * and its end is what the log (and a once-per window) records. */
+	if (r->lost && !r->holding) {
 		struct lr_sup_status st = lr_sup_status(r->sup);
 		lr_sup_kill_group(r->sup);
 		lr_lock_release(&r->lock, LR_END_LOST, st.signaled ? st.signo : 0);
@@ -582,7 +650,8 @@ static int run(struct run *r, int argc, char **argv)
 	r->beat->data = r;
 	r->loop_ready = true;
 	r->deadline = lr_btimer_create(r->loop, on_deadline, r);
-	if (!r->deadline) {
+	r->hold = lr_btimer_create(r->loop, on_hold_over, r);
+	if (!r->deadline || !r->hold) {
 		lr_log_error("cannot set up the lease deadline timer: %s", strerror(errno));
 		return LR_EXIT_OSERR;
 	}
@@ -605,6 +674,7 @@ static void cleanup(struct run *r)
 	if (r->loop_ready) {
 		uv_close((uv_handle_t *)r->beat, free_handle);
 		lr_btimer_destroy(r->deadline);
+		lr_btimer_destroy(r->hold);
 		while (uv_run(r->loop, UV_RUN_DEFAULT) != 0)
 			; /* a callback's uv_stop() may end a run early */
 		uv_loop_close(r->loop);
