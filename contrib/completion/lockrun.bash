@@ -30,12 +30,15 @@ _lockrun_words()
 }
 
 # _lockrun_names [CONFIG]: the lock names the database knows, one a line;
-# nothing, quietly, if it does not answer within half a second.
+# nothing, quietly, if it fails or does not answer within half a second
+# (then what it printed so far may be cut short: it is not used either).
 _lockrun_names()
 {
     local -a cfg=()
+    local out
     [[ -n ${1-} ]] && cfg=(-c "$1")
-    timeout -k 0.2 0.5 lockrunctl "${cfg[@]}" -q list --names 2>/dev/null </dev/null
+    out=$(timeout -k 0.2 0.5 lockrunctl "${cfg[@]}" -q list --names 2>/dev/null </dev/null) &&
+        printf '%s\n' "$out"
 }
 
 # _lockrun_config: the -c/--config FILE given on the command line so far.
