@@ -62,9 +62,13 @@ long_options() {
 	for cmd in $("$LOCKRUNCTL" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z-]*\).*/\1/p'); do
 		assert_line "$cmd"
 	done
-	run complete_line lockrunctl --
+	# every option --help lists, before the command or after one
+	local offered=
+	for cmd in "" $("$LOCKRUNCTL" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z-]*\).*/\1/p'); do
+		offered+=$(complete_line lockrunctl $cmd --)$'\n'
+	done
 	for opt in $(long_options "$LOCKRUNCTL"); do
-		assert_line -- "$opt"
+		grep -qx -- "$opt" <<<"$offered" || fail "$opt is not offered"
 	done
 	run complete_line lockrunctl st
 	assert_output status

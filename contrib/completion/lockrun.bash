@@ -108,7 +108,8 @@ _lockrun()
             -s | --semaphore | -x | --mutex | --read | --write | --named | --id)
                 havelock=1 i=$((i + 1)) ;;
             -w | --wait | --timeout | -E | --conflict-exit-code | --ttl | \
-                --kill-after | --on-lost | -c | --config)
+                --kill-after | --on-lost | --once-per | --once-offset | \
+                --done-exit-code | --min-hold | -c | --config)
                 ((i++)) ;;
             --semaphore=* | --mutex=* | --read=* | --write=* | --named=* | --id=* | \
                 -s?* | -x?*)
@@ -134,8 +135,9 @@ _lockrun()
     elif ((i == cword)); then
         COMPREPLY=($(compgen -W '-s --semaphore -x --mutex --read --write --named
             --id -n --nonblock -w --wait --timeout -E --conflict-exit-code --ttl
-            --kill-after --on-lost -c --config -v --verbose -q --quiet -h --help
-            -V --version --' -- "$cur"))
+            --kill-after --on-lost --once-per --once-offset --done-exit-code
+            --min-hold --local-queue --no-local-queue -c --config -v --verbose
+            -q --quiet -h --help -V --version --' -- "$cur"))
         return 0
     fi
     case $prev in
@@ -210,9 +212,9 @@ _lockrunctl()
         status) opts='--format --json'; ((nargs == 0)) && names=all ;;
         history) opts='--since --limit --json'; ((nargs == 0)) && names=all ;;
         list) opts='--names --json' ;;
-        sweep) opts='--retention' ;;
-        release) opts='--reason' ;;
-        doctor) opts='--json' ;;
+        sweep) opts='--retention --json' ;;
+        release) opts='--reason --json' ;;
+        check | doctor) opts='--json' ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
