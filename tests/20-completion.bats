@@ -154,7 +154,8 @@ long_options() {
 	ctl set comp-sem 2
 	"$LOCKRUN" -x comp-mutex -- true
 	ln -s "$LOCKRUNCTL" "$fake/lockrunctl"
-	run complete_line lockrun -s comp-
+	# list reads the tables: the operator's account, named on the line
+	run complete_line lockrun -c "$LR_ADMIN_CONFIG" -s comp-
 	assert_output "$(printf 'comp-mutex\ncomp-sem')"
 }
 
