@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,9 +44,36 @@ enum out_mode { OUT_UNSET, OUT_NONE, OUT_FD, OUT_OWN_FD, OUT_SOCKET, OUT_POLL };
 static enum out_mode out_mode = OUT_UNSET;
 static int out_fd = -1;
 static bool out_tty;
+static bool out_journal;      /* stderr is journald's stream: "<N>" prefixes */
 static unsigned long dropped; /* lines not written since the last report */
 
 static void report_at_exit(void);
+
+/*
+ * Whether fd 2 is the stream systemd connected to the journal: systemd
+ * sets JOURNAL_STREAM to "DEV:INODE" of that stream, and it counts only
+ * while fd 2 is still that very file (not when stderr was redirected
+ * after systemd started us, or by a parent in between). Costs nothing
+ * past parsing the variable; st is fd 2's fstat.
+ */
+static bool is_journal(const struct stat *st)
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	char *end;
+
+	if (!v || !*v)
+		return false;
+	errno = 0;
+	dev = strtoull(v, &end, 10);
+	if (errno || end == v || *end != ':')
+		return false;
+	v = end + 1;
+	ino = strtoull(v, &end, 10);
+	if (errno || end == v || *end)
+		return false;
+	return dev == (unsigned long long)st->st_dev && ino == (unsigned long long)st->st_ino;
+}
 
 /* Picks the way to write stderr (see above). Called once, from the first
  * lr_log_init; costs an fstat and maybe an open and an fcntl. */
@@ -60,6 +88,7 @@ static void setup_output(void)
 	if (fstat(STDERR_FILENO, &st) != 0)
 		return;
 	out_tty = isatty(STDERR_FILENO);
+	out_journal = is_journal(&st);
 	out_fd = STDERR_FILENO;
 	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
 		out_mode = OUT_FD;
@@ -116,8 +145,8 @@ static size_t drop_note(char *buf, size_t size)
 
 	if (!dropped)
 		return 0;
-	n = snprintf(buf, size, "%s: warning: %lu log line%s dropped (stderr was not writable)\n",
-	             prog_name, dropped, dropped == 1 ? "" : "s");
+	n = snprintf(buf, size, "%s%s: warning: %lu log line%s dropped (stderr was not writable)\n",
+	             out_journal ? "<4>" : "", prog_name, dropped, dropped == 1 ? "" : "s");
 	return n > 0 && (size_t)n < size ? (size_t)n : 0;
 }
 
@@ -163,14 +192,15 @@ enum lr_log_level lr_log_level(void)
 	return cur_level;
 }
 
-static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_list ap)
-    __attribute__((format(printf, 3, 0)));
+static void emit(enum lr_log_level need, int prio, const char *tag, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 /* Formats one message into one buffer (a pending drop note and the erasing
  * of a status line included) and writes it with one non-blocking write.
  * Messages are capped well under PIPE_BUF, so a pipe takes all of a line
- * or none of it. */
-static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_list ap)
+ * or none of it. In the journal a line starts with its syslog priority
+ * prio as "<N>" (sd-daemon(3)), which journald strips and records. */
+static void emit(enum lr_log_level need, int prio, const char *tag, const char *fmt, va_list ap)
 {
 	char buf[PIPE_BUF], msg[2048];
 	size_t n, note;
@@ -187,6 +217,8 @@ static void emit(enum lr_log_level need, const char *tag, const char *fmt, va_li
 	note = drop_note(buf + n, sizeof(buf) - n);
 	n += note;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (out_journal)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "<%d>", prio);
 	k = snprintf(buf + n, sizeof(buf) - n, "%s: %s%s\n", prog_name, tag, msg);
 	if (k < 0)
 		return;
@@ -224,7 +256,7 @@ void lr_log_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	emit(LR_LOG_QUIET, "", fmt, ap);
+	emit(LR_LOG_QUIET, LOG_ERR, "", fmt, ap);
 	va_end(ap);
 }
 
@@ -232,7 +264,7 @@ void lr_log_warn(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	emit(LR_LOG_NORMAL, "warning: ", fmt, ap);
+	emit(LR_LOG_NORMAL, LOG_WARNING, "warning: ", fmt, ap);
 	va_end(ap);
 }
 
@@ -240,7 +272,7 @@ void lr_log_info(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	emit(LR_LOG_VERBOSE, "", fmt, ap);
+	emit(LR_LOG_VERBOSE, LOG_INFO, "", fmt, ap);
 	va_end(ap);
 }
 
@@ -248,6 +280,6 @@ void lr_log_debug(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	emit(LR_LOG_DEBUG, "debug: ", fmt, ap);
+	emit(LR_LOG_DEBUG, LOG_DEBUG, "debug: ", fmt, ap);
 	va_end(ap);
 }

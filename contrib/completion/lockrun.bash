@@ -1,0 +1,228 @@
+# bash completion for lockrun and lockrunctl                 -*- shell-script -*-
+#
+# Installed as bash-completion's completions/lockrun, with completions/
+# lockrunctl a link to it. Lock names come from the database, through
+# "lockrunctl list --names" (with the -c FILE of the command line being
+# completed, if any), given half a second at most: when the database is
+# slow, unreachable or not configured, names are simply not offered.
+# Works without the bash-completion package too (then sourced by hand).
+
+# _lockrun_words: words and cword, like COMP_WORDS and COMP_CWORD but with
+# what bash splits at '=' and ':' joined again: "--opt=value", "id:KEY".
+# wfirst[N]: the index in COMP_WORDS where words[N] starts.
+_lockrun_words()
+{
+    local i w join=
+    words=() wfirst=() cword=0
+    for ((i = 0; i < ${#COMP_WORDS[@]}; i++)); do
+        w=${COMP_WORDS[i]}
+        if ((i > 0)) && [[ -n $join || $w == : ||
+            ($w == = && ${words[-1]} == --* && ${words[-1]} != *=*) ]]; then
+            words[-1]+=$w
+        else
+            wfirst[${#words[@]}]=$i
+            words+=("$w")
+        fi
+        join=
+        [[ $w == [:=] && ${words[-1]} != *[:=]?*[:=] ]] && join=1
+        ((i == COMP_CWORD)) && cword=$((${#words[@]} - 1))
+    done
+}
+
+# _lockrun_names [CONFIG]: the lock names the database knows, one a line;
+# nothing, quietly, if it fails or does not answer within half a second
+# (then what it printed so far may be cut short: it is not used either).
+_lockrun_names()
+{
+    local -a cfg=()
+    local out
+    [[ -n ${1-} ]] && cfg=(-c "$1")
+    out=$(timeout -k 0.2 0.5 lockrunctl "${cfg[@]}" -q list --names 2>/dev/null </dev/null) &&
+        printf '%s\n' "$out"
+}
+
+# _lockrun_config: the -c/--config FILE given on the command line so far.
+_lockrun_config()
+{
+    local i w
+    for ((i = 1; i < cword; i++)); do
+        w=${words[i]}
+        case $w in
+            -c | --config) printf '%s' "${words[i + 1]-}" ;;
+            --config=*) printf '%s' "${w#--config=}" ;;
+            -c?*) printf '%s' "${w#-c}" ;;
+            --) return ;;
+        esac
+    done
+}
+
+# _lockrun_reply_names KIND PREFIX: COMPREPLY gets the names matching
+# PREFIX; KIND "key": the --id keys (listed as id:KEY, offered as KEY),
+# "lock": the other locks, "all": all of them as listed.
+_lockrun_reply_names()
+{
+    local kind=$1 cur=$2 name
+    local -a names=()
+    while IFS= read -r name; do
+        [[ -n $name ]] || continue
+        case $kind:$name in
+            key:id:*) names+=("${name#id:}") ;;
+            key:* | lock:id:*) ;;
+            *) names+=("$name") ;;
+        esac
+    done < <(_lockrun_names "$(_lockrun_config)")
+    # bash replaces only what follows the last ':' of the word
+    local colon=
+    [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]] && colon=${cur%"${cur##*:}"}
+    COMPREPLY=()
+    for name in "${names[@]}"; do
+        [[ $name == "$cur"* ]] && COMPREPLY+=("${name#"$colon"}")
+    done
+}
+
+# _lockrun_files PREFIX: file names, as bash-completion's _filedir would.
+_lockrun_files()
+{
+    if declare -F _filedir >/dev/null; then
+        _filedir
+    else
+        local IFS=$'\n'
+        COMPREPLY=($(compgen -f -- "$1"))
+    fi
+}
+
+_lockrun()
+{
+    local -a words wfirst
+    local cword cur prev i w havelock=
+    _lockrun_words
+    cur=${words[cword]} prev=${words[cword - 1]-}
+    COMPREPLY=()
+
+    # Where the command starts: after "--", or at the first word that is
+    # not an option or an option's value (lockrun stops parsing there).
+    for ((i = 1; i < cword; i++)); do
+        w=${words[i]}
+        case $w in
+            --) ((i++)); break ;;
+            -s | --semaphore | -x | --mutex | --read | --write | --named | --id)
+                havelock=1 i=$((i + 1)) ;;
+            -w | --wait | --timeout | -E | --conflict-exit-code | --ttl | \
+                --kill-after | --on-lost | --once-per | --once-offset | \
+                --done-exit-code | --min-hold | -c | --config)
+                ((i++)) ;;
+            --semaphore=* | --mutex=* | --read=* | --write=* | --named=* | --id=* | \
+                -s?* | -x?*)
+                havelock=1 ;;
+            -*) ;;
+            *) break ;;
+        esac
+    done
+    # The command's words (or the first of them): complete as commands.
+    if ((i < cword)) || { ((i == cword)) && [[ ${words[i - 1]} == -- ||
+        ($cur != -* && (-n $cur || -n $havelock)) ]]; }; then
+        if declare -F _command_offset >/dev/null; then
+            _command_offset "${wfirst[i]}"
+        else
+            COMPREPLY=($(compgen -c -- "$cur"))
+        fi
+        return 0
+    fi
+
+    # --opt=value: complete the value, as after "--opt value"
+    if [[ $cur == --*=* ]]; then
+        prev=${cur%%=*} cur=${cur#*=}
+    elif ((i == cword)); then
+        COMPREPLY=($(compgen -W '-s --semaphore -x --mutex --read --write --named
+            --id -n --nonblock -w --wait --timeout -E --conflict-exit-code --ttl
+            --kill-after --on-lost --once-per --once-offset --done-exit-code
+            --min-hold --local-queue --no-local-queue -c --config -v --verbose
+            -q --quiet -h --help -V --version --' -- "$cur"))
+        return 0
+    fi
+    case $prev in
+        -s | --semaphore | -x | --mutex | --read | --write | --named)
+            _lockrun_reply_names lock "$cur" ;;
+        --id)
+            _lockrun_reply_names key "$cur" ;;
+        --on-lost)
+            COMPREPLY=($(compgen -W 'kill ignore' -- "$cur")) ;;
+        -c | --config)
+            _lockrun_files "$cur" ;;
+    esac
+    return 0
+}
+
+_lockrunctl()
+{
+    local -a words wfirst
+    local cword cur prev i w cmd= nargs=0
+    _lockrun_words
+    cur=${words[cword]} prev=${words[cword - 1]-}
+    COMPREPLY=()
+
+    # The command: the first word that is not a global option or its
+    # value; then how many arguments it has before the current word.
+    for ((i = 1; i < cword; i++)); do
+        w=${words[i]}
+        if [[ -z $cmd ]]; then
+            case $w in
+                -c | --config) ((i++)) ;;
+                -*) ;;
+                *) cmd=$w ;;
+            esac
+        else
+            case $w in
+                --format | --since | --limit | --retention | --reason) ((i++)) ;;
+                -*) ;;
+                *) ((nargs++)) ;;
+            esac
+        fi
+    done
+
+    if [[ $cur == --*=* ]]; then
+        prev=${cur%%=*} cur=${cur#*=}
+    fi
+    case $prev in
+        -c | --config)
+            _lockrun_files "$cur"
+            return 0 ;;
+        --format)
+            COMPREPLY=($(compgen -W 'text json prometheus' -- "$cur"))
+            return 0 ;;
+        --since | --limit | --retention | --reason)
+            return 0 ;;
+    esac
+
+    if [[ -z $cmd ]]; then
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W '-c --config -j --json -v --verbose -q --quiet
+                -h --help -V --version' -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W 'init set status list history check release
+                delete sweep doctor' -- "$cur"))
+        fi
+        return 0
+    fi
+
+    local opts= names=
+    case $cmd in
+        set) ((nargs == 0)) && names=lock ;;
+        delete) ((nargs == 0)) && names=all ;;
+        status) opts='--format --json'; ((nargs == 0)) && names=all ;;
+        history) opts='--since --limit --json'; ((nargs == 0)) && names=all ;;
+        list) opts='--names --json' ;;
+        sweep) opts='--retention --json' ;;
+        release) opts='--reason --json' ;;
+        check | doctor) opts='--json' ;;
+    esac
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    elif [[ -n $names ]]; then
+        _lockrun_reply_names "$names" "$cur"
+    fi
+    return 0
+}
+
+complete -F _lockrun lockrun
+complete -F _lockrunctl lockrunctl
