@@ -210,19 +210,22 @@ static int cmd_init(struct ctl *c, int argc, char **argv)
 {
 	char err[1024];
 	unsigned from, to;
+	bool routines;
 
 	(void)argc;
 	(void)argv;
-	if (!lr_schema_migrate(c->db, &from, &to, err, sizeof(err))) {
+	if (!lr_schema_migrate(c->db, &from, &to, &routines, err, sizeof(err))) {
 		lr_log_error("init failed: %s", err);
 		return LR_EXIT_UNAVAILABLE;
 	}
-	if (from == to) {
-		if (c->verbosity >= 0)
-			printf("schema is up to date (version %u)\n", to);
-	} else if (c->verbosity >= 0) {
+	if (c->verbosity < 0)
+		return LR_EXIT_OK;
+	if (from != to)
 		printf("schema upgraded from version %u to %u\n", from, to);
-	}
+	else if (routines)
+		printf("schema version %u; stored routines updated\n", to);
+	else
+		printf("schema is up to date (version %u)\n", to);
 	return LR_EXIT_OK;
 }
 

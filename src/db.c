@@ -16,10 +16,10 @@
 #include "log.h"
 #include "strbuf.h"
 
-/* Oldest servers with everything we use (DATETIME(6), NOW(6), SKIP LOCKED-free
- * locking reads, GET_LOCK with multiple locks per session). */
-#define MIN_MARIADB 100300UL
-#define MIN_MYSQL   80000UL
+/* The oldest server the schema installs on: MariaDB 10.4 (ACCOUNT LOCK for
+ * the routines' definer). MySQL is refused: the migrations and routines use
+ * MariaDB's DDL, so a MySQL server could never hold lockrun's locks. */
+#define MIN_MARIADB 100400UL
 
 struct lr_db {
 	uv_loop_t *loop;
@@ -437,11 +437,10 @@ static bool check_version(lr_db *db)
 	const char *info = mysql_get_server_info(db->m);
 	bool maria = info && strstr(info, "MariaDB");
 
-	if (v >= (maria ? MIN_MARIADB : MIN_MYSQL))
+	if (maria && v >= MIN_MARIADB)
 		return true;
 	set_error(db, LR_DB_ETOOOLD,
-	          "%s: server version %s is too old; lockrun needs MariaDB 10.3 or MySQL 8.0 "
-	          "or newer",
+	          "%s: server version %s is not supported; lockrun needs MariaDB 10.4 or newer",
 	          db->server, info ? info : "unknown");
 	return false;
 }

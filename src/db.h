@@ -42,7 +42,7 @@ struct lr_db_params {
 enum {
 	LR_DB_ETIMEDOUT = 9001, /* the operation's deadline passed */
 	LR_DB_ECANCELED = 9002, /* the cancel flag was raised */
-	LR_DB_ETOOOLD = 9003,   /* the server is older than we support */
+	LR_DB_ETOOOLD = 9003,   /* not MariaDB 10.4 or newer */
 	LR_DB_ENOTCONN = 9004,  /* no connection */
 };
 

@@ -126,11 +126,48 @@ static bool run_script(lr_db *db, const char *sql, char *err, size_t errlen)
 }
 
 /*
- * Brings the schema up to the newest migration. Serialised with a named
- * lock so two concurrent inits do not interleave their DDL; a second run
- * finds nothing to do and changes nothing. A few queries per migration.
+ * Applies sql/procedures.sql when the database last got another text of
+ * it (lr_routines keeps the SHA-256 compiled in here), so a changed
+ * routine reaches every database on the next `lockrunctl init`. Never
+ * over a newer schema: its routines may be newer than ours. Two queries
+ * when nothing changed; one per statement of the file otherwise.
  */
-bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, char *err, size_t errlen)
+static bool apply_routines(lr_db *db, bool *applied, char *err, size_t errlen)
+{
+	char q[256];
+	MYSQL_ROW row;
+
+	*applied = false;
+	if (!lr_db_query(db, "SELECT digest FROM lr_routines WHERE name = 'procedures'")) {
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		return false;
+	}
+	row = lr_db_fetch(db);
+	if (row && row[0] && strcmp(row[0], lr_routines_digest) == 0)
+		return true;
+	lr_log_info("applying sql/procedures.sql");
+	if (!run_script(db, lr_routines_sql, err, errlen))
+		return false;
+	snprintf(q, sizeof(q),
+	         "REPLACE INTO lr_routines (name, digest, applied_at) "
+	         "VALUES ('procedures', '%s', UTC_TIMESTAMP(6))",
+	         lr_routines_digest);
+	if (!lr_db_query(db, q)) {
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		return false;
+	}
+	*applied = true;
+	return true;
+}
+
+/*
+ * Brings the schema up to the newest migration, then the routines up to
+ * this build's. Serialised with a named lock so two concurrent inits do
+ * not interleave their DDL; a second run finds nothing to do and changes
+ * nothing. A few queries per migration.
+ */
+bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, char *err,
+                       size_t errlen)
 {
 	MYSQL_ROW row;
 	bool ok = false;
@@ -154,6 +191,13 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, char *err, size_
 			goto out;
 		*to = m->version;
 	}
+	*routines = false;
+	if (*to > latest())
+		lr_log_info("schema version %u is newer than this lockrunctl's (%u): "
+		            "its routines are left as they are",
+		            *to, latest());
+	else if (!apply_routines(db, routines, err, errlen))
+		goto out;
 	ok = true;
 out:
 	lr_db_query(db, "DO RELEASE_LOCK('lockrun.schema')");

@@ -16,9 +16,13 @@ struct lr_migration {
 
 extern const struct lr_migration lr_migrations[];
 extern const size_t lr_migrations_count;
+/* sql/procedures.sql, applied after the migrations, and its SHA-256. */
+extern const char lr_routines_sql[];
+extern const char lr_routines_digest[];
 
 bool lr_schema_version(lr_db *db, unsigned *version, char *err, size_t errlen);
 bool lr_schema_check(lr_db *db, char *err, size_t errlen);
-bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, char *err, size_t errlen);
+bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, char *err,
+                       size_t errlen);
 
 #endif

@@ -12,7 +12,6 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	reset_db
-	sql "DELETE FROM lr_grant_items; DELETE FROM lr_fence_floor"
 	pids=()
 }
 

@@ -12,24 +12,8 @@
 
 bats_require_minimum_version 1.5.0
 
-load "${LR_BATS_LIB:-/usr/lib/bats}/bats-support/load"
-load "${LR_BATS_LIB:-/usr/lib/bats}/bats-assert/load"
-
-if [[ -z ${LR_GALERA:-} || -z ${LOCKRUN:-} || -z ${LOCKRUNCTL:-} ]]; then
-	echo "LR_GALERA/LOCKRUN/LOCKRUNCTL are not set: run the tests with tests/run-galera" >&2
-	return 1
-fi
-
-load ../helpers/galera
+load suite
 load ../helpers/records
-
-# gsql N "SQL": SQL as root on node N in the lockrun database, as a causal
-# read (wsrep_sync_wait): it sees every write committed anywhere before.
-gsql() {
-	local n=$1
-	shift
-	lr_galera_sql "$LR_GALERA" "$n" "SET SESSION wsrep_sync_wait = 15; $*" lockrun
-}
 
 # The nodes that are up (the fault test restarts the one it kills, but a
 # failed run may leave one down).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 #
-# The SQL API (the lockrun_* procedures of sql/002-procedures.sql) on the
+# The SQL API (the lockrun_* procedures of sql/procedures.sql) on the
 # 3-node Galera cluster, driven with the mariadb client as the
 # EXECUTE-only runtime account, one node per step. The procedures, their
 # definer and the triggers that keep lr_resources.used were installed by
@@ -10,22 +10,7 @@
 
 bats_require_minimum_version 1.5.0
 
-load "${LR_BATS_LIB:-/usr/lib/bats}/bats-support/load"
-load "${LR_BATS_LIB:-/usr/lib/bats}/bats-assert/load"
-
-if [[ -z ${LR_GALERA:-} || -z ${LOCKRUN:-} || -z ${LOCKRUNCTL:-} ]]; then
-	echo "LR_GALERA/LOCKRUN/LOCKRUNCTL are not set: run the tests with tests/run-galera" >&2
-	return 1
-fi
-
-load ../helpers/galera
-
-# gsql N "SQL": as root on node N, a causal read.
-gsql() {
-	local n=$1
-	shift
-	lr_galera_sql "$LR_GALERA" "$n" "SET SESSION wsrep_sync_wait = 15; $*" lockrun
-}
+load suite
 
 # api N "CALL ...": as the runtime account ('lockrun', EXECUTE only) over
 # TCP to node N; tab-separated rows without a header.

@@ -35,6 +35,7 @@ sql() {
 # test starts from an empty (but initialised) schema.
 reset_db() {
 	sql "DELETE FROM lr_holds; DELETE FROM lr_waiters; DELETE FROM lr_grants;
+		DELETE FROM lr_grant_items; DELETE FROM lr_fence_floor;
 		DELETE FROM lr_resources; DELETE FROM lr_capacity_audit;"
 }
 

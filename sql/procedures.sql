@@ -1,0 +1,787 @@
+-- lockrun's stored routines: the lock protocol and the SQL API.
+--
+-- Not a numbered migration: `lockrunctl init` applies this file after the
+-- numbered ones whenever its text differs from what the database last got
+-- (a SHA-256 of the file kept in lr_routines), so a fix to a routine
+-- reaches every database without a schema version of its own. Apply by
+-- hand as an administrator, after every sql/0*.sql, in the lockrun
+-- database:
+--     mariadb lockrun < sql/procedures.sql
+-- Idempotent: every routine is CREATE OR REPLACE, so the EXECUTE grants
+-- on them survive. Needs the definer account and the tables of the
+-- numbered migrations (002 creates 'lockrun_owner'@'localhost').
+--
+-- Why procedures: each lock operation is one CALL, one round trip, and the
+-- row locks of a grant are held for microseconds inside the server instead
+-- of for a dozen client round trips. And they are the SQL API: any
+-- application takes, renews, checks and releases the same locks as lockrun,
+-- with an account that may only EXECUTE them (SQL SECURITY DEFINER), so no
+-- client can write a row of its own into lockrun's tables.
+--
+-- The rules of migration 1 still hold: times are the server's
+-- (UTC_TIMESTAMP(6), which is lockrun's NOW(6) under time_zone '+00:00');
+-- every grant and every enqueue writes each resource row it involves, so
+-- contenders conflict on a written row, also under Galera; the fence is
+-- taken from the resource row in commit order.
+--
+-- The sweep grace (5 s, lock.h LR_SWEEP_GRACE_MS) is spelled out below as
+-- INTERVAL 5000000 MICROSECOND. Queue places live 10 s unless renewed.
+
+DELIMITER //
+
+-- ---------------------------------------------------------------- helpers
+-- Internal routines are callable with a database-wide EXECUTE grant; each
+-- is harmless alone (lr_sweep only removes what any acquire may remove).
+
+-- This server, for "does the sleeper run here" (KILL is per server).
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_node()
+  RETURNS VARCHAR(120) CHARACTER SET ascii
+  NOT DETERMINISTIC READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+  RETURN CONCAT(@@hostname, ':', @@port, ':', @@server_id, ':',
+                (SELECT UNIX_TIMESTAMP() - VARIABLE_VALUE
+                   FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'));
+END//
+
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_galera() RETURNS TINYINT
+  NO SQL NOT DETERMINISTIC SQL SECURITY DEFINER
+BEGIN
+  DECLARE CONTINUE HANDLER FOR 1193 RETURN 0;
+  RETURN IF(@@wsrep_on, 1, 0);
+END//
+
+-- Every API procedure starts with lr_enter and ends with lr_leave (also
+-- in its error handler), so the caller needs no session set-up and keeps
+-- its own settings: a lock wait of 2 s, so a row held elsewhere costs a
+-- retry (1205), not a hang; and on a Galera node causal reads
+-- (wsrep_sync_wait = 3: reads, UPDATE and DELETE wait until the node
+-- applied what the cluster committed before them; one causal wait per
+-- CALL). No-op for wsrep without it.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(OUT p_sw BIGINT, OUT p_lwt BIGINT)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL;
+  SET p_lwt = @@session.innodb_lock_wait_timeout;
+  SET SESSION innodb_lock_wait_timeout = 2;
+  SET p_sw = @@session.wsrep_sync_wait;
+  IF p_sw IS NOT NULL THEN
+    SET SESSION wsrep_sync_wait = 3;
+  END IF;
+END//
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_leave(IN p_sw BIGINT, IN p_lwt BIGINT)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  DECLARE CONTINUE HANDLER FOR 1193 BEGIN END;
+  IF p_lwt IS NOT NULL THEN
+    SET SESSION innodb_lock_wait_timeout = p_lwt;
+  END IF;
+  IF p_sw IS NOT NULL THEN
+    SET SESSION wsrep_sync_wait = p_sw;
+  END IF;
+END//
+
+-- The queue's wake-up chain (not on Galera, where named locks are local to
+-- a node): a queued request's session holds lockrun.wait.<request>, and
+-- the waiter right behind it blocks in GET_LOCK on it, so it wakes the
+-- moment the request ahead is granted, leaves or dies. Taken at most once
+-- per session (GET_LOCK nests).
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_wait_lock(
+  IN p_request CHAR(32) CHARACTER SET ascii, IN p_take TINYINT)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_name VARCHAR(64) DEFAULT CONCAT('lockrun.wait.', p_request);
+  DECLARE v_held TINYINT DEFAULT COALESCE(IS_USED_LOCK(v_name) = CONNECTION_ID(), 0);
+  IF p_take AND NOT v_held AND NOT lr_galera() THEN
+    DO GET_LOCK(v_name, 0);
+  ELSEIF NOT p_take AND v_held THEN
+    DO RELEASE_LOCK(v_name);
+  END IF;
+END//
+
+-- Checks the ids every entry point takes.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_check_id(
+  IN p_what VARCHAR(20), IN p_id CHAR(32) CHARACTER SET ascii)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_msg VARCHAR(200);
+  IF p_id IS NULL OR BINARY p_id NOT REGEXP '^[0-9a-f]{32}$' THEN
+    SET v_msg = CONCAT('lockrun: ', p_what, ' must be 32 lowercase hex digits');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END IF;
+END//
+
+-- Parses 'kind:name[:count],...' into the session's temporary table
+-- lr_req, checking it as lockrun's command line does: kinds mutex,
+-- semaphore, read, write, key; names of 1-64 [A-Za-z0-9_.-] starting with
+-- a letter or digit; counts 1-1000000 (semaphores only); 1-64 items, no
+-- name twice. A key's resource row is named 'id:<key>'.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_parse(IN p_items VARCHAR(4000))
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_rest VARCHAR(4000) DEFAULT TRIM(COALESCE(p_items, ''));
+  DECLARE v_item, v_kind, v_name, v_cnt VARCHAR(4000);
+  DECLARE v_permits BIGINT UNSIGNED;
+  DECLARE v_n INT DEFAULT 0;
+  DECLARE v_msg VARCHAR(300);
+  DECLARE EXIT HANDLER FOR 1062
+  BEGIN
+    SET v_msg = CONCAT('lockrun: ''', LEFT(v_name, 64), ''' is named more than once');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END;
+  CREATE TEMPORARY TABLE IF NOT EXISTS lr_req (
+    name      VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+    kind      VARCHAR(10) NOT NULL,      -- lr_resources.kind
+    permits   BIGINT UNSIGNED NOT NULL,
+    capacity  BIGINT UNSIGNED NULL,
+    used      BIGINT UNSIGNED NULL,
+    fence     BIGINT UNSIGNED NULL,
+    ticket    BIGINT UNSIGNED NULL,      -- the resource's ticket counter
+    my_ticket BIGINT UNSIGNED NULL,      -- our place, if queued
+    head      BIGINT UNSIGNED NULL,      -- first ticket of another request
+    state     VARCHAR(12) NULL,          -- ok busy key_busy invalid
+    message   VARCHAR(300) NULL
+  ) ENGINE=MEMORY;
+  DELETE FROM lr_req;
+  WHILE v_rest <> '' DO
+    SET v_item = TRIM(SUBSTRING_INDEX(v_rest, ',', 1));
+    SET v_rest = IF(LOCATE(',', v_rest) = 0, '', TRIM(SUBSTRING(v_rest, LOCATE(',', v_rest) + 1)));
+    SET v_kind = SUBSTRING_INDEX(v_item, ':', 1);
+    SET v_name = IF(LOCATE(':', v_item) = 0, '', SUBSTRING(v_item, LENGTH(v_kind) + 2));
+    SET v_permits = 1;
+    IF v_kind NOT IN ('mutex', 'semaphore', 'read', 'write', 'key') THEN
+      SET v_msg = CONCAT('lockrun: invalid kind ''', LEFT(v_kind, 20),
+                         ''' (use mutex, semaphore, read, write or key)');
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    IF v_kind = 'semaphore' AND LOCATE(':', v_name) > 0 THEN
+      SET v_cnt = SUBSTRING_INDEX(v_name, ':', -1);
+      SET v_name = LEFT(v_name, LENGTH(v_name) - LENGTH(v_cnt) - 1);
+      IF v_cnt NOT REGEXP '^[0-9]{1,7}$' OR v_cnt + 0 < 1 OR v_cnt + 0 > 1000000 THEN
+        SET v_msg = CONCAT('lockrun: invalid count ''', LEFT(v_cnt, 20), ''' for ''',
+                           LEFT(v_name, 64), ''': use a whole number 1-1000000');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      SET v_permits = v_cnt + 0;
+    END IF;
+    IF BINARY v_name NOT REGEXP '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$' THEN
+      SET v_msg = CONCAT('lockrun: invalid name ''', LEFT(v_name, 64), ''': use 1-64 letters, ',
+                         'digits, ''_'', ''.'' or ''-'', starting with a letter or digit');
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    INSERT INTO lr_req (name, kind, permits)
+    VALUES (IF(v_kind = 'key', CONCAT('id:', v_name), v_name),
+            CASE WHEN v_kind IN ('read', 'write') THEN 'rwlock' ELSE v_kind END,
+            IF(v_kind = 'write', 2147483647, v_permits));
+    SET v_n = v_n + 1;
+  END WHILE;
+  IF v_n = 0 OR v_n > 64 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: give 1 to 64 items, separated by commas';
+  END IF;
+END//
+
+-- Bounded sweep of one resource whose row the caller holds locked: at most
+-- 20 holds and 20 waiters that expired more than the grace ago, oldest
+-- first through k_expiry, their lock-log entries closed (the delete
+-- trigger lowers `used`). A hold past its grace but not yet swept still
+-- counts as used, so a bounded or skipped sweep can delay a grant, never
+-- cause one. Cost: two short index range reads, and a few row writes per
+-- expired hold.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_sweep(
+  IN p_res VARCHAR(80) CHARACTER SET ascii, IN p_now DATETIME(6))
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_cut DATETIME(6) DEFAULT p_now - INTERVAL 5000000 MICROSECOND;
+  DECLARE v_done INT DEFAULT 0;
+  DECLARE v_gid BIGINT UNSIGNED;
+  DECLARE v_exp DATETIME(6);
+  DECLARE c CURSOR FOR SELECT grant_id, expires_at FROM lr_holds
+    WHERE resource = p_res AND expires_at <= v_cut ORDER BY expires_at LIMIT 20;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  OPEN c;
+  l: LOOP
+    FETCH c INTO v_gid, v_exp;
+    IF v_done THEN LEAVE l; END IF;
+    UPDATE lr_grants SET ended_at = v_exp, end_reason = 'expired'
+     WHERE id = v_gid AND ended_at IS NULL;
+    DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid;
+  END LOOP;
+  CLOSE c;
+  DELETE FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut
+   ORDER BY expires_at LIMIT 20;
+END//
+
+-- Whether an acquire by p_request could succeed now: it has all
+-- p_places places, is first in each queue (counting only places not yet
+-- sweepable) and fits (holds past the grace count as free: the acquire
+-- sweeps them). Also 1 when a count no longer fits the capacity at all:
+-- the acquire then answers 'invalid' at once.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_ready(
+  p_request CHAR(32) CHARACTER SET ascii, p_now DATETIME(6))
+  RETURNS TINYINT NOT DETERMINISTIC READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_cut DATETIME(6) DEFAULT p_now - INTERVAL 5000000 MICROSECOND;
+  RETURN EXISTS (SELECT 1 FROM lr_waiters WHERE request_id = p_request)
+     AND NOT EXISTS (
+       SELECT 1 FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource
+        WHERE w.request_id = p_request AND w.permits <= r.capacity
+          AND (EXISTS (SELECT 1 FROM lr_waiters a WHERE a.resource = w.resource
+                        AND a.ticket < w.ticket AND a.expires_at > v_cut)
+               OR r.used - (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
+                             WHERE h.resource = w.resource AND h.expires_at <= v_cut)
+                  + w.permits > r.capacity));
+END//
+
+-- How many live places of other requests are ahead of ticket p_ticket in
+-- p_res's queue, counted up to 10 (10: ten or more), so a poll reads at
+-- most ten index entries however long the queue. Tickets have gaps (a
+-- granted or departed request leaves one), so the ticket distance alone
+-- would overstate it.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_ahead(
+  p_res VARCHAR(80) CHARACTER SET ascii, p_ticket BIGINT UNSIGNED, p_cut DATETIME(6))
+  RETURNS INT NOT DETERMINISTIC READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_n INT;
+  SELECT COUNT(*) INTO v_n FROM (SELECT 1 FROM lr_waiters
+    WHERE resource = p_res AND ticket < p_ticket AND expires_at > p_cut LIMIT 10) x;
+  RETURN v_n;
+END//
+
+-- A waiter's heartbeat: its places live 10 s from now. Written only when
+-- less than 7 s are left (at most one write every 3 s), and never to a
+-- place already sweepable (it may be gone on another node).
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_heartbeat(
+  IN p_request CHAR(32) CHARACTER SET ascii, IN p_now DATETIME(6))
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  UPDATE lr_waiters SET expires_at = p_now + INTERVAL 10000000 MICROSECOND
+   WHERE request_id = p_request AND expires_at < p_now + INTERVAL 7000000 MICROSECOND
+     AND expires_at > p_now - INTERVAL 5000000 MICROSECOND;
+END//
+
+-- ---------------------------------------------------------------- the API
+
+-- lockrun_acquire: one attempt to take every item, all or nothing. See
+-- doc/sql-api.md. One transaction: the resource rows are locked in name
+-- order (missing mutex, rwlock and key rows created), each gets a bounded
+-- sweep, then the grant rule decides: grant (fence + 1 on every row, the
+-- log entry and the holds), or with p_enqueue a place in every queue
+-- (ticket + 1 on every row), or nothing. It commits in every case, so the
+-- sweep makes progress even while the resource stays busy. Returns one row
+-- per item in name order.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquire(
+  IN p_items VARCHAR(4000), IN p_request CHAR(32) CHARACTER SET ascii,
+  IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED, IN p_enqueue TINYINT,
+  IN p_host VARCHAR(255), IN p_pid INT UNSIGNED, IN p_os_user VARCHAR(64),
+  IN p_command VARCHAR(1024))
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_now DATETIME(6);
+  DECLARE v_done, v_found INT DEFAULT 0;
+  DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_kind, v_rkind VARCHAR(10);
+  DECLARE v_permits, v_cap, v_fence, v_ticket, v_gid BIGINT UNSIGNED;
+  DECLARE v_outcome VARCHAR(10) DEFAULT 'granted';
+  DECLARE v_galera TINYINT DEFAULT lr_galera();
+  DECLARE v_queued, v_ended TINYINT DEFAULT 0;
+  DECLARE c CURSOR FOR SELECT name, kind, permits FROM lr_req ORDER BY name;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  CALL lr_enter(v_sw, v_lwt);
+
+  IF @@in_transaction THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_acquire: call it outside a transaction (its own would commit yours)';
+  END IF;
+  CALL lr_check_id('request', p_request);
+  CALL lr_check_id('lease', p_lease);
+  IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
+  END IF;
+  CALL lr_parse(p_items);
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SET v_now = UTC_TIMESTAMP(6);
+
+  -- 1. Lock every resource row in name order, the order every lockrun
+  --    transaction uses, so two requests cannot deadlock on them.
+  OPEN c;
+  lock_loop: LOOP
+    SET v_done = 0;
+    FETCH c INTO v_name, v_kind, v_permits;
+    IF v_done THEN LEAVE lock_loop; END IF;
+    SET v_found = 0;
+    SELECT 1, kind, capacity, fence, ticket INTO v_found, v_rkind, v_cap, v_fence, v_ticket
+      FROM lr_resources WHERE name = v_name FOR UPDATE;
+    IF NOT v_found AND v_kind <> 'semaphore' THEN
+      -- A name deleted before starts above every token it issued.
+      INSERT IGNORE INTO lr_resources (name, kind, capacity, fence)
+      VALUES (v_name, v_kind, IF(v_kind = 'rwlock', 2147483647, 1),
+              COALESCE((SELECT f.fence FROM lr_fence_floor f WHERE f.name = v_name), 0));
+      SET v_done = 0;
+      SELECT 1, kind, capacity, fence, ticket INTO v_found, v_rkind, v_cap, v_fence, v_ticket
+        FROM lr_resources WHERE name = v_name FOR UPDATE;
+    END IF;
+    IF NOT v_found THEN
+      UPDATE lr_req SET state = 'invalid', message = CONCAT('unknown semaphore ''', v_name,
+             '''; create it with ''lockrunctl set ', v_name, ' CAPACITY''') WHERE name = v_name;
+      SET v_outcome = 'invalid';
+    ELSEIF v_rkind <> v_kind THEN
+      UPDATE lr_req SET state = 'invalid',
+             message = CONCAT('''', IF(v_kind = 'key', SUBSTRING(v_name, 4), v_name), ''' is a ',
+                              v_rkind, ', not a ', v_kind) WHERE name = v_name;
+      SET v_outcome = 'invalid';
+    ELSEIF v_permits > v_cap THEN
+      UPDATE lr_req SET state = 'invalid', message = CONCAT('asked for ', v_permits,
+             ' permits of semaphore ''', v_name, ''', whose capacity is ', v_cap) WHERE name = v_name;
+      SET v_outcome = 'invalid';
+    ELSE
+      CALL lr_sweep(v_name, v_now);
+      -- Our row, locked: `used` is exact for every committed hold.
+      UPDATE lr_req q SET q.capacity = v_cap, q.fence = v_fence, q.ticket = v_ticket,
+             q.used = (SELECT r.used FROM lr_resources r WHERE r.name = v_name),
+             q.my_ticket = (SELECT MIN(w.ticket) FROM lr_waiters w
+                             WHERE w.resource = v_name AND w.request_id = p_request),
+             q.head = (SELECT MIN(w.ticket) FROM lr_waiters w
+                        WHERE w.resource = v_name AND w.request_id <> p_request)
+       WHERE q.name = v_name;
+    END IF;
+  END LOOP;
+  CLOSE c;
+  SET v_done = 0;
+
+  -- 2. Idempotent: this lease already granted and not ended? Return it.
+  --    Ended (released, or a settlement's tombstone)? Then this is a late
+  --    call whose answer nobody will read: it must neither grant nor
+  --    queue. Read after the rows are locked, so a settlement either
+  --    waited for this call or committed before it.
+  SELECT g.id, g.ended_at IS NOT NULL INTO v_gid, v_ended FROM lr_grants g WHERE g.request_id = p_lease;
+  SET v_done = 0;
+  IF v_ended THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was used already; take a new one';
+  END IF;
+  IF v_outcome <> 'invalid' AND v_gid IS NOT NULL THEN
+    UPDATE lr_req q JOIN lr_holds h ON h.resource = q.name AND h.grant_id = v_gid
+       SET q.fence = h.fence, q.state = 'ok';
+  ELSE
+    SET v_gid = NULL;
+    -- 3. The grant rule, per item: a held key is never waited for; the
+    --    permits must fit; and no other request may be queued ahead.
+    IF v_outcome <> 'invalid' THEN
+      UPDATE lr_req SET state = CASE
+          WHEN kind = 'key' AND used > 0 THEN 'key_busy'
+          WHEN used + permits > capacity THEN 'busy'
+          WHEN head IS NOT NULL AND (my_ticket IS NULL OR head < my_ticket) THEN 'busy'
+          ELSE 'ok' END;
+      UPDATE lr_req SET message = CASE
+          WHEN state = 'key_busy' THEN
+            CONCAT('another run with --id ''', SUBSTRING(name, 4), ''' is still going')
+          WHEN state = 'busy' AND used + permits > capacity AND kind = 'semaphore' THEN
+            CONCAT('''', name, ''' is busy (', used, '/', capacity, ' used)')
+          WHEN state = 'busy' AND used + permits > capacity THEN
+            CONCAT('''', IF(kind = 'key', SUBSTRING(name, 4), name), ''' is busy')
+          WHEN state = 'busy' THEN CONCAT('''', name, ''' has requests queued ahead')
+          ELSE NULL END;
+      IF EXISTS (SELECT 1 FROM lr_req WHERE state = 'key_busy') THEN
+        SET v_outcome = 'key_busy';
+      ELSEIF EXISTS (SELECT 1 FROM lr_req WHERE state = 'busy') THEN
+        SET v_outcome = 'busy';
+      END IF;
+    END IF;
+
+    IF v_outcome = 'granted' THEN
+      -- 4a. Grant: every fence + 1 (the written row every contender
+      --     conflicts on), the log entry with what it holds (kept after
+      --     the end), the holds (the trigger raises `used`); leave the
+      --     queue. The request time is its oldest queue place's.
+      UPDATE lr_resources r JOIN lr_req q ON q.name = r.name
+         SET r.fence = r.fence + 1, r.updated_at = v_now;
+      UPDATE lr_req SET fence = fence + 1, used = used + permits;
+      INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
+                             ttl_ms, requested_at, acquired_at)
+      SELECT p_lease, (SELECT SUBSTRING(name, 4) FROM lr_req WHERE kind = 'key' LIMIT 1),
+             LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
+             LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024),
+             p_ttl_ms,
+             COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
+             v_now;
+      SET v_gid = LAST_INSERT_ID();
+      INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
+      SELECT v_gid, name, kind, permits, fence FROM lr_req;
+      INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
+      SELECT name, v_gid, permits, fence, v_now + INTERVAL p_ttl_ms * 1000 MICROSECOND
+        FROM lr_req ORDER BY name;
+      DELETE FROM lr_waiters WHERE request_id = p_request;
+      UPDATE lr_req SET my_ticket = NULL;
+    ELSEIF v_outcome = 'busy' AND p_enqueue AND EXISTS (SELECT 1 FROM lr_req WHERE my_ticket IS NULL) THEN
+      -- 4b. Queue: a ticket from every resource row (written, so
+      --     enqueues conflict like grants), one place each. A partial
+      --     set of places (some were swept) is replaced whole.
+      DELETE FROM lr_waiters WHERE request_id = p_request;
+      UPDATE lr_resources r JOIN lr_req q ON q.name = r.name SET r.ticket = r.ticket + 1;
+      UPDATE lr_req SET ticket = ticket + 1, my_ticket = ticket;
+      INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user,
+                              command, since, expires_at)
+      SELECT name, my_ticket, p_request, permits,
+             LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
+             LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
+             v_now, v_now + INTERVAL 10000000 MICROSECOND
+        FROM lr_req ORDER BY name;
+      SET v_outcome = 'queued';
+    ELSEIF v_outcome = 'busy' THEN
+      -- Still queued from before: keep the places alive.
+      CALL lr_heartbeat(p_request, v_now);
+    END IF;
+  END IF;
+  COMMIT;
+  CALL lr_leave(v_sw, v_lwt);
+
+  -- The wake-up chain: hold our wait lock while we have places, drop it
+  -- once granted (the waiter behind wakes).
+  SET v_queued = v_outcome IN ('queued', 'busy') AND NOT EXISTS (SELECT 1 FROM lr_req WHERE my_ticket IS NULL);
+  CALL lr_wait_lock(p_request, v_queued);
+
+  SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource, q.state,
+         IF(v_gid IS NOT NULL, q.fence, NULL) AS fence, q.my_ticket AS ticket,
+         q.used, q.capacity, q.head,
+         (q.head IS NULL OR (q.my_ticket IS NOT NULL AND q.head > q.my_ticket)) AS at_head,
+         IF(v_queued AND q.head IS NOT NULL AND q.head < q.my_ticket,
+            (SELECT CONCAT('lockrun.wait.', w.request_id) FROM lr_waiters w
+              WHERE w.resource = q.name AND w.ticket < q.my_ticket AND w.request_id <> p_request
+              ORDER BY w.ticket DESC LIMIT 1), NULL) AS wait_for,
+         IF(q.state = 'busy' AND q.used + q.permits > q.capacity,
+            (SELECT CONCAT(g.host, ':', g.pid, ' (', LEFT(g.command, 40), ')')
+               FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+              WHERE h.resource = q.name ORDER BY h.grant_id LIMIT 1), NULL) AS holder,
+         q.message, v_galera AS galera, 2 AS api
+    FROM lr_req q ORDER BY q.name;
+END//
+
+-- lockrun_poll: a queued request's cheap look, no transaction: one row per
+-- place. An acquire can succeed iff every row has at_head = 1 and fits = 1.
+-- ahead counts the live places ahead up to 10; ahead_max is the ticket
+-- distance to the first place, an upper bound.
+-- Also its heartbeat (lr_heartbeat) and its wake-up lock.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_poll(
+  IN p_request CHAR(32) CHARACTER SET ascii)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_now DATETIME(6);
+  DECLARE v_cut DATETIME(6);
+  DECLARE v_places INT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  CALL lr_enter(v_sw, v_lwt);
+  CALL lr_check_id('request', p_request);
+  SELECT COUNT(*), UTC_TIMESTAMP(6) INTO v_places, v_now FROM lr_waiters WHERE request_id = p_request;
+  SET v_cut = v_now - INTERVAL 5000000 MICROSECOND;
+  CALL lr_heartbeat(p_request, v_now);
+  CALL lr_wait_lock(p_request, v_places > 0);
+  SELECT w.resource, r.capacity, r.used, w.permits,
+         (r.used - (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
+                     WHERE h.resource = w.resource AND h.expires_at <= v_cut)
+          + w.permits <= r.capacity) AS fits,
+         NOT EXISTS (SELECT 1 FROM lr_waiters a WHERE a.resource = w.resource
+                      AND a.ticket < w.ticket AND a.expires_at > v_cut) AS at_head,
+         w.ticket - (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = w.resource) AS ahead_max,
+         lr_ahead(w.resource, w.ticket, v_cut) AS ahead,
+         (SELECT CONCAT('lockrun.wait.', a.request_id) FROM lr_waiters a
+           WHERE a.resource = w.resource AND a.ticket < w.ticket AND a.expires_at > v_cut
+           ORDER BY a.ticket DESC LIMIT 1) AS wait_for,
+         v_places AS places, lr_galera() AS galera, 2 AS api
+    FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource
+   WHERE w.request_id = p_request ORDER BY w.resource;
+  CALL lr_leave(v_sw, v_lwt);
+END//
+
+-- lockrun_sleep: for the head waiter, on a second connection that runs
+-- nothing else, so a KILL QUERY can only ever end this sleep. Registers
+-- the connection on the request's places (written only when it changed),
+-- keeps them alive, and unless an acquire could succeed already, sleeps up
+-- to p_ms. A release on this server KILLs the sleep (lockrun_release).
+-- No lost wake-up: the registration commits before the check, so a
+-- release the check missed commits later, reads the registration, and its
+-- KILL ends this CALL wherever it is.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_sleep(
+  IN p_request CHAR(32) CHARACTER SET ascii, IN p_ms INT UNSIGNED)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_node VARCHAR(120) CHARACTER SET ascii DEFAULT lr_node();
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_places INT;
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  CALL lr_enter(v_sw, v_lwt);
+  CALL lr_check_id('request', p_request);
+  SELECT COUNT(*) INTO v_places FROM lr_waiters WHERE request_id = p_request;
+  UPDATE lr_waiters SET wake_conn = CONNECTION_ID(), wake_node = v_node
+   WHERE request_id = p_request
+     AND (wake_conn IS NULL OR wake_conn <> CONNECTION_ID() OR wake_node <> v_node);
+  CALL lr_heartbeat(p_request, v_now);
+  CALL lr_leave(v_sw, v_lwt);
+  IF v_places = 0 OR lr_ready(p_request, UTC_TIMESTAMP(6)) THEN
+    SELECT 1 AS woken, v_places AS places, 2 AS api;
+  ELSE
+    SELECT SLEEP(LEAST(COALESCE(p_ms, 1000), 60000) / 1000) AS woken, v_places AS places, 2 AS api;
+  END IF;
+END//
+
+-- lockrun_dequeue: leaves the queue (gave up, or stopped). Releases the
+-- wake-up lock, so the waiter behind moves up at once.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_dequeue(
+  IN p_request CHAR(32) CHARACTER SET ascii)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_removed INT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  CALL lr_enter(v_sw, v_lwt);
+  CALL lr_check_id('request', p_request);
+  DELETE FROM lr_waiters WHERE request_id = p_request;
+  SET v_removed = ROW_COUNT();
+  CALL lr_leave(v_sw, v_lwt);
+  CALL lr_wait_lock(p_request, 0);
+  SELECT v_removed AS removed, 2 AS api;
+END//
+
+-- lockrun_renew: extends every hold of the lease by p_ttl_ms from the
+-- server's now, but only holds not yet past the grace (those may have been
+-- swept and their permits granted again), and notes the renewal in the
+-- lock log. Autocommit. The lease is intact
+-- iff renewed = holds = the number of items.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_renew(
+  IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_gid BIGINT UNSIGNED;
+  DECLARE v_renewed BIGINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  CALL lr_enter(v_sw, v_lwt);
+  CALL lr_check_id('lease', p_lease);
+  IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
+  END IF;
+  SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
+  IF v_gid IS NOT NULL THEN
+    -- UTC_TIMESTAMP as of this statement: after the causal wait.
+    UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) + INTERVAL p_ttl_ms * 1000 MICROSECOND
+     WHERE grant_id = v_gid
+       AND expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND;
+    SET v_renewed = ROW_COUNT();
+    IF v_renewed > 0 THEN
+      UPDATE lr_grants SET renewed_at = UTC_TIMESTAMP(6) WHERE id = v_gid;
+    END IF;
+  END IF;
+  SELECT v_gid AS grant_id, COUNT(*) AS holds, v_renewed AS renewed,
+         MIN(expires_at) AS expires_at, 2 AS api
+    FROM lr_holds WHERE grant_id = v_gid;
+  CALL lr_leave(v_sw, v_lwt);
+END//
+
+-- lockrun_release: gives the lease's holds back and closes its lock-log
+-- entry, in one transaction that locks the resource rows in name order
+-- first (the delete trigger writes them). Idempotent: after any error,
+-- CALL it again. After the COMMIT it wakes the head waiter of each freed
+-- resource if that one sleeps on this server (lockrun_sleep): KILL QUERY,
+-- allowed because both run routines of the same definer.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_release(
+  IN p_lease CHAR(32) CHARACTER SET ascii, IN p_reason VARCHAR(12),
+  IN p_exit_status INT, IN p_term_signal INT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_done INT DEFAULT 0;
+  DECLARE v_gid BIGINT UNSIGNED;
+  DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_x INT;
+  DECLARE v_released, v_woken INT DEFAULT 0;
+  DECLARE v_conn BIGINT UNSIGNED;
+  DECLARE v_node, v_here VARCHAR(120) CHARACTER SET ascii;
+  DECLARE c CURSOR FOR SELECT resource FROM lr_holds WHERE grant_id = v_gid ORDER BY resource;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  CALL lr_enter(v_sw, v_lwt);
+  IF @@in_transaction THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_release: call it outside a transaction (its own would commit yours)';
+  END IF;
+  CALL lr_check_id('lease', p_lease);
+  IF p_reason IS NULL OR p_reason NOT IN ('exited', 'signaled', 'lost', 'spawn_failed', 'aborted') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: reason must be exited, signaled, lost, spawn_failed or aborted';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease;
+  SET v_done = 0;
+  CREATE TEMPORARY TABLE IF NOT EXISTS lr_rel (name VARCHAR(80) CHARACTER SET ascii PRIMARY KEY) ENGINE=MEMORY;
+  DELETE FROM lr_rel;
+  OPEN c;
+  l: LOOP
+    FETCH c INTO v_name;
+    IF v_done THEN LEAVE l; END IF;
+    SELECT 1 INTO v_x FROM lr_resources WHERE name = v_name FOR UPDATE;
+    INSERT INTO lr_rel VALUES (v_name);
+  END LOOP;
+  CLOSE c;
+  SET v_done = 0;
+  DELETE FROM lr_holds WHERE grant_id = v_gid;
+  SET v_released = ROW_COUNT();
+  UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = p_reason,
+         exit_status = p_exit_status, term_signal = p_term_signal
+   WHERE id = v_gid AND ended_at IS NULL;
+  COMMIT;
+  CALL lr_leave(v_sw, v_lwt);
+  -- The wake-up, best effort: a sleeper that is gone (1094) or not ours
+  -- (1095) is covered by its own timeout.
+  BEGIN
+    DECLARE wc CURSOR FOR
+      SELECT w.wake_conn, w.wake_node FROM lr_rel r
+        JOIN lr_waiters w ON w.resource = r.name
+         AND w.ticket = (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = r.name)
+       WHERE w.wake_conn IS NOT NULL;
+    DECLARE CONTINUE HANDLER FOR 1094, 1095 BEGIN END;
+    OPEN wc;
+    w: LOOP
+      FETCH wc INTO v_conn, v_node;
+      IF v_done THEN LEAVE w; END IF;
+      IF v_here IS NULL THEN SET v_here = lr_node(); END IF;
+      IF v_node = v_here THEN
+        KILL QUERY v_conn;
+        SET v_woken = v_woken + 1;
+      END IF;
+    END LOOP;
+    CLOSE wc;
+  END;
+  SELECT v_released AS released, v_woken AS woken, 2 AS api;
+END//
+
+-- lockrun_settle: after an acquire whose answer was lost. First WRITES
+-- every resource row of the items (a ticket bump), which waits for, or on
+-- Galera conflicts with, an acquire transaction still in flight; then
+-- looks the ids up; then commits, so what it answers is final. A complete
+-- live grant of p_lease is 'granted'. Otherwise any partial grant is closed
+-- and a tombstone row takes the lease id, so an acquire with it that has
+-- not even started yet fails (1062) instead of granting after we said no:
+-- the caller must use a new lease id. 'queued' when the request has all
+-- its places, else 'none'.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_settle(
+  IN p_items VARCHAR(4000), IN p_request CHAR(32) CHARACTER SET ascii,
+  IN p_lease CHAR(32) CHARACTER SET ascii)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_gid BIGINT UNSIGNED;
+  DECLARE v_items, v_n, v_live, v_q INT DEFAULT 0;
+  DECLARE v_outcome VARCHAR(10);
+  DECLARE v_done INT DEFAULT 0;
+  DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
+  DECLARE c CURSOR FOR SELECT name FROM lr_req ORDER BY name;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  CALL lr_enter(v_sw, v_lwt);
+  IF @@in_transaction THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_settle: call it outside a transaction (its own would commit yours)';
+  END IF;
+  CALL lr_check_id('request', p_request);
+  CALL lr_check_id('lease', p_lease);
+  CALL lr_parse(p_items);
+  SELECT COUNT(*) INTO v_items FROM lr_req;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  OPEN c;
+  l: LOOP
+    FETCH c INTO v_name;
+    IF v_done THEN LEAVE l; END IF;
+    UPDATE lr_resources SET ticket = ticket + 1 WHERE name = v_name;
+  END LOOP;
+  CLOSE c;
+  SET v_done = 0;
+  SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
+  SET v_done = 0;
+  SELECT COUNT(*), COALESCE(SUM(h.expires_at > UTC_TIMESTAMP(6)), 0) INTO v_n, v_live
+    FROM lr_holds h JOIN lr_req q ON q.name = h.resource WHERE h.grant_id = v_gid;
+  SELECT COUNT(*) INTO v_q FROM lr_waiters w JOIN lr_req q ON q.name = w.resource
+   WHERE w.request_id = p_request;
+  IF v_gid IS NOT NULL AND v_n = v_items AND v_live = v_n THEN
+    SET v_outcome = 'granted';
+  ELSE
+    UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = 'expired'
+     WHERE request_id = p_lease AND ended_at IS NULL;
+    DELETE FROM lr_holds WHERE grant_id = v_gid;
+    INSERT IGNORE INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms,
+                                  acquired_at, ended_at, end_reason)
+    VALUES (p_lease, '', 0, '', USER(), '(settled: never granted)', 0,
+            UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 'aborted');
+    SET v_outcome = IF(v_q = v_items, 'queued', 'none');
+    SET v_gid = NULL;
+  END IF;
+  COMMIT;
+  CALL lr_leave(v_sw, v_lwt);
+  CALL lr_wait_lock(p_request, v_outcome = 'queued');
+  SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource,
+         (SELECT h.fence FROM lr_holds h WHERE h.grant_id = v_gid AND h.resource = q.name) AS fence,
+         (SELECT w.ticket FROM lr_waiters w WHERE w.request_id = p_request AND w.resource = q.name) AS ticket,
+         2 AS api
+    FROM lr_req q ORDER BY q.name;
+END//
+
+-- lockrun_check: for applications, INSIDE their own transaction, right
+-- before COMMIT: is grant p_grant_id live (on p_resource, or on all its
+-- resources when NULL), and with which fence? Share-locks the hold rows
+-- until the caller's transaction ends, so no sweep or release removes them
+-- before the caller commits; the holder's renewal waits for it too, so
+-- keep what follows short.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_check(
+  IN p_grant_id BIGINT UNSIGNED, IN p_resource VARCHAR(80) CHARACTER SET ascii)
+  READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  CALL lr_enter(v_sw, v_lwt);
+  SELECT COALESCE(COUNT(*) > 0 AND MIN(expires_at) > UTC_TIMESTAMP(6), 0) AS live,
+         COUNT(*) AS holds,
+         IF(COUNT(*) = 1 OR p_resource IS NOT NULL, MAX(fence), NULL) AS fence,
+         GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(expires_at)) DIV 1000, 0) AS remaining_ms,
+         2 AS api
+    FROM lr_holds WHERE grant_id = p_grant_id
+     AND (p_resource IS NULL OR resource = p_resource) LOCK IN SHARE MODE;
+  CALL lr_leave(v_sw, v_lwt);
+END//
+
+DELIMITER ;
