@@ -320,6 +320,29 @@ static void check_privileges(struct doctor *d)
 		    "only EXECUTE (sql/grant.sql)");
 }
 
+/* Which text of sql/procedures.sql the database runs: init records its
+ * SHA-256 in lr_routines. Readable only by accounts that may read tables. */
+static void check_routines(struct doctor *d)
+{
+	MYSQL_ROW row;
+
+	if (!lr_db_query(d->db, "SELECT digest, DATE_FORMAT(applied_at, '%Y-%m-%dT%H:%i:%SZ') "
+	                        "FROM lr_routines WHERE name = 'procedures'"))
+		return; /* before version 3: the schema finding says so */
+	if (!(row = lr_db_fetch(d->db)) || !row[0])
+		say(d, "routines", SEV_FAIL,
+		    "no record of the stored routines' version: run 'lockrunctl init'");
+	else if (strcmp(row[0], lr_routines_digest) != 0)
+		say(d, "routines", SEV_WARN,
+		    "the stored routines (applied %s) are not the ones this lockrunctl carries: "
+		    "another version applied them; run 'lockrunctl init' with the version the "
+		    "hosts run",
+		    row[1] ? row[1] : "?");
+	else
+		say(d, "routines", SEV_OK, "the stored routines are this lockrunctl's (applied %s)",
+		    row[1] ? row[1] : "?");
+}
+
 static const char *const procedures[] = {"lockrun_acquire", "lockrun_check",   "lockrun_dequeue",
                                          "lockrun_poll",    "lockrun_release", "lockrun_renew",
                                          "lockrun_settle",  "lockrun_sleep"};
@@ -354,6 +377,7 @@ static void check_schema(struct doctor *d)
 		else
 			say(d, "schema", SEV_OK, "version %u, the newest this lockrunctl knows",
 			    have);
+		check_routines(d);
 	} else if (lr_db_errno(d->db) == ER_NO_SUCH_TABLE) {
 		say(d, "schema", SEV_FAIL,
 		    "no lockrun schema in this database: run 'lockrunctl init'");
