@@ -98,15 +98,18 @@ out:
 	return r;
 }
 
-/* Ends what expired: every resource with a hold or a queue place past
- * the grace, each in transactions of its own. */
-static bool sweep_expired(lr_db *db, struct lr_sweep_counts *c, char *err, size_t errlen)
+/* One pass over up to a batch of resources with a hold or a queue place
+ * past the grace, each in transactions of its own; *n says how many
+ * resources it found, *removed how many rows it took away. */
+static bool expired_pass(lr_db *db, struct lr_sweep_counts *c, size_t *n,
+                         unsigned long long *removed, char *err, size_t errlen)
 {
 	MYSQL_ROW row;
 	char **names = NULL;
-	size_t n = 0;
 	bool ok = false;
 
+	*n = 0;
+	*removed = 0;
 	if (!lr_db_queryf(db,
 	                  "SELECT resource FROM lr_holds WHERE expires_at <= NOW(6) - " LR_SQL_GRACE
 	                  " UNION SELECT resource FROM lr_waiters "
@@ -119,9 +122,9 @@ static bool sweep_expired(lr_db *db, struct lr_sweep_counts *c, char *err, size_
 	if (!names)
 		goto oom;
 	while ((row = lr_db_fetch(db)))
-		if (!(names[n++] = strdup(row[0])))
+		if (!(names[(*n)++] = strdup(row[0])))
 			goto oom;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < *n; i++) {
 		struct res_sweep s = {.name = names[i], .c = c};
 		do {
 			if (lr_txn_run(db, resource_txn, &s, err, errlen) != LR_TXN_COMMIT)
@@ -129,6 +132,7 @@ static bool sweep_expired(lr_db *db, struct lr_sweep_counts *c, char *err, size_
 			c->transactions++;
 			c->holds += s.holds;
 			c->waiters += s.waiters;
+			*removed += s.holds + s.waiters;
 		} while (s.holds == LR_SWEEP_BATCH || s.waiters == LR_SWEEP_BATCH);
 	}
 	ok = true;
@@ -136,10 +140,24 @@ static bool sweep_expired(lr_db *db, struct lr_sweep_counts *c, char *err, size_
 oom:
 	snprintf(err, errlen, "out of memory");
 out:
-	for (size_t i = 0; names && i < n; i++)
+	for (size_t i = 0; names && i < *n; i++)
 		free(names[i]);
 	free(names);
 	return ok;
+}
+
+/* Ends what expired, a batch of resources at a time, until a pass finds
+ * fewer than a batch, or removes nothing (rows another sweep took). */
+static bool sweep_expired(lr_db *db, struct lr_sweep_counts *c, char *err, size_t errlen)
+{
+	unsigned long long removed;
+	size_t n;
+
+	do {
+		if (!expired_pass(db, c, &n, &removed, err, errlen))
+			return false;
+	} while (n == LR_SWEEP_BATCH && removed);
+	return true;
 }
 
 struct batch {
