@@ -238,7 +238,7 @@ print([(w["position"], w["pid"], w["waited_s"] > 0) for w in r["waiters"]])' "$o
 	run python3 -c 'import json, sys
 r, = json.loads(sys.argv[1])["resources"]
 h, = r["holders"]
-print(r["expired"], h["expired"], h["sweepable"], h["remaining_s"] < -89)' "$output"
+print(r["expired_holds"], h["expired"], h["sweepable"], h["remaining_s"] < -89)' "$output"
 	assert_output "1 True True True"
 }
 
