@@ -1,4 +1,5 @@
-/* The SQL of administration: capacities and their audit, and status. */
+/* The SQL of administering resources: capacities and their audit,
+ * listing, and deleting a resource (keeping its fence as a floor). */
 #ifndef LR_ADMIN_H
 #define LR_ADMIN_H
 
@@ -7,12 +8,21 @@
 
 #include "db.h"
 
-enum lr_admin_result { LR_ADMIN_OK, LR_ADMIN_INVALID, LR_ADMIN_ERROR };
+enum lr_admin_result {
+	LR_ADMIN_OK,
+	LR_ADMIN_INVALID, /* refused: the wrong kind of resource */
+	LR_ADMIN_MISSING, /* no such resource */
+	LR_ADMIN_BUSY,    /* refused: held or waited on */
+	LR_ADMIN_ERROR,   /* the database failed us */
+};
 
 enum lr_admin_result lr_admin_set_capacity(lr_db *db, const char *name, unsigned capacity,
                                            const char *os_user, const char *host, long *old_cap,
                                            char *err, size_t errlen);
-bool lr_admin_status(lr_db *db, const char *name, bool json, FILE *out, bool *found, char *err,
-                     size_t errlen);
+enum lr_admin_format { LR_ADMIN_TABLE, LR_ADMIN_JSON, LR_ADMIN_NAMES };
+bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, FILE *out, char *err, size_t errlen);
+enum lr_admin_result lr_admin_delete(lr_db *db, const char *name, const char *os_user,
+                                     const char *host, unsigned long long *fence, char *err,
+                                     size_t errlen);
 
 #endif

@@ -1,11 +1,14 @@
 /*
- * lockrunctl: administration of lockrun's database: schema, semaphore
- * capacities, status. Runs one command and exits.
+ * lockrunctl: administration of lockrun's database: schema, resources,
+ * status, the lock log, forced releases and checks of a deployment. Runs
+ * one command and exits. This file only parses the command line and
+ * hands each command to its module.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +19,29 @@
 #include "admin.h"
 #include "config.h"
 #include "db.h"
+#include "doctor.h"
+#include "duration.h"
 #include "exitcodes.h"
+#include "grant.h"
+#include "history.h"
 #include "lock.h"
 #include "log.h"
 #include "lr_build.h"
 #include "schema.h"
+#include "status.h"
+#include "sweep.h"
 #include "text.h"
+
+/* Options that only some commands take: one bit each. */
+enum {
+	O_JSON = 1,
+	O_SINCE = 2,
+	O_LIMIT = 4,
+	O_RETENTION = 8,
+	O_REASON = 16,
+	O_FORMAT = 32,
+	O_NAMES = 64,
+};
 
 static const struct option longopts[] = {
     {"config", required_argument, NULL, 'c'},
@@ -30,31 +50,61 @@ static const struct option longopts[] = {
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
+    {"since", required_argument, NULL, 'S'},
+    {"limit", required_argument, NULL, 'L'},
+    {"retention", required_argument, NULL, 'R'},
+    {"reason", required_argument, NULL, 'r'},
+    {"format", required_argument, NULL, 'F'},
+    {"names", no_argument, NULL, 'N'},
     {NULL, 0, NULL, 0},
 };
 
 static void usage(FILE *out)
 {
 	fputs("Usage: lockrunctl [OPTIONS] COMMAND [ARGS]\n"
-	      "Administer the MariaDB/MySQL database that lockrun keeps its locks in.\n"
+	      "Administer the MariaDB database that lockrun keeps its locks in.\n"
 	      "\n"
 	      "Commands:\n"
 	      "  init                  create or upgrade the schema (needs DDL privileges)\n"
 	      "  set NAME CAPACITY     create semaphore NAME or change its capacity (0-1000000)\n"
-	      "  status [NAME]         show resources, use, holders and waiters\n"
+	      "  status [NAME] [--format=text|json|prometheus]\n"
+	      "                        resources, holders (lease left, held for, token) and\n"
+	      "                        waiters (queue position, waited for)\n"
+	      "  list [--names]        every resource; --names: only the names, one a line\n"
+	      "  delete NAME           delete a resource nobody holds or waits for; its tokens\n"
+	      "                        are never handed out again\n"
+	      "  history [NAME] [--since DURATION] [--limit N]\n"
+	      "                        finished and running grants from the lock log, newest\n"
+	      "                        first (default limit 50)\n"
+	      "  sweep [--retention DURATION]\n"
+	      "                        end expired grants; delete log entries that ended more\n"
+	      "                        than DURATION ago (default 7d) and audit rows older\n"
+	      "                        than 30 days, 1000 rows per transaction\n"
+	      "  release GRANT --reason TEXT\n"
+	      "                        force-release grant GRANT (LOCKRUN_LEASE); its lockrun\n"
+	      "                        stops its command at the next renewal and exits 76\n"
+	      "  check GRANT [NAME=TOKEN...]\n"
+	      "                        exit 0 if grant GRANT is live (and holds those tokens)\n"
+	      "  doctor                check the server and account for what lockrun needs\n"
+	      "\n"
+	      "DURATION: a whole number of seconds, or with a unit: 30s, 5m, 2h, 7d.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -c, --config FILE     configuration file (default $LOCKRUN_CONFIG,\n"
 	      "                        then /etc/lockrun.conf)\n"
-	      "  -j, --json            status as JSON\n"
+	      "  -j, --json            print JSON (status, list, history, sweep, release,\n"
+	      "                        check, doctor)\n"
 	      "  -v, --verbose         say more; twice: every statement\n"
-	      "  -q, --quiet           print errors only\n"
+	      "  -q, --quiet           print errors only (and the data asked for)\n"
 	      "  -h, --help            show this help\n"
 	      "  -V, --version         show the version\n"
 	      "\n"
-	      "Exit status: 0 done; 1 status NAME found nothing; 64 usage error;\n"
-	      "69 database unavailable or schema missing; 70 internal error;\n"
-	      "71 system error; 78 configuration error.\n",
+	      "Exit status: 0 done; 1 the requested check failed: status or delete found no\n"
+	      "such resource, check found the grant not live (or other tokens), release\n"
+	      "found no such grant or one that had ended, doctor found a problem;\n"
+	      "64 usage error (nothing written); 69 database unavailable or schema missing;\n"
+	      "70 internal error; 71 system error; 75 delete refused: the resource is held\n"
+	      "or waited on; 78 configuration error.\n",
 	      out);
 }
 
@@ -66,6 +116,13 @@ struct ctl {
 	bool json;
 	int verbosity;
 	const char *config;
+	/* Command options, checked before connecting. */
+	unsigned given; /* O_* bits seen */
+	unsigned long long since, retention;
+	unsigned long limit;
+	const char *reason;
+	enum lr_status_format format;
+	bool names;
 };
 
 static bool parse_capacity(const char *s, unsigned *out)
@@ -83,12 +140,80 @@ static bool parse_capacity(const char *s, unsigned *out)
 	return true;
 }
 
-static int cmd_init(struct ctl *c)
+/* A whole number 1..max written with digits only. */
+static bool parse_count(const char *s, unsigned long long max, unsigned long long *out)
+{
+	unsigned long long v = 0;
+
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || v > (max - (unsigned)(*s - '0')) / 10)
+			return false;
+		v = v * 10 + (unsigned)(*s - '0');
+	}
+	*out = v;
+	return v > 0;
+}
+
+/* A resource name as the commands that name one take it: a name, or a
+ * key's row name "id:KEY" as `list` prints it. */
+static bool resource_ok(const char *name)
+{
+	return lr_name_valid(strncmp(name, "id:", 3) == 0 ? name + 3 : name);
+}
+
+static bool name_arg(const char *name)
+{
+	if (resource_ok(name))
+		return true;
+	lr_log_error("invalid name '%s': use 1-%d letters, digits, '_', '.' or '-', "
+	             "starting with a letter or digit",
+	             name, LR_NAME_MAX);
+	return false;
+}
+
+static bool grant_arg(const char *s, uint64_t *id)
+{
+	unsigned long long v;
+
+	if (parse_count(s, UINT64_MAX, &v)) {
+		*id = v;
+		return true;
+	}
+	lr_log_error("invalid grant number '%s': use the whole number lockrun gave as "
+	             "LOCKRUN_LEASE",
+	             s);
+	return false;
+}
+
+/* Who runs this command, for the records it writes: the OS user and the
+ * host, escaped to fit the columns (see text.h). Heap strings. */
+static bool whoami(char **user, char **host)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	char h[256];
+
+	if (gethostname(h, sizeof(h)) != 0)
+		snprintf(h, sizeof(h), "unknown");
+	h[sizeof(h) - 1] = '\0';
+	/* The widths of the os_user and host columns. */
+	*host = lr_text_record(h, 255);
+	*user = lr_text_record(pw ? pw->pw_name : "unknown", 64);
+	if (*host && *user)
+		return true;
+	lr_log_error("out of memory");
+	return false;
+}
+
+static int cmd_init(struct ctl *c, int argc, char **argv)
 {
 	char err[1024];
 	unsigned from, to;
 	bool routines;
 
+	(void)argc;
+	(void)argv;
 	if (!lr_schema_migrate(c->db, &from, &to, &routines, err, sizeof(err))) {
 		lr_log_error("init failed: %s", err);
 		return LR_EXIT_UNAVAILABLE;
@@ -104,47 +229,41 @@ static int cmd_init(struct ctl *c)
 	return LR_EXIT_OK;
 }
 
+/* The schema check every command but init and doctor starts with. */
+static bool schema_ok(struct ctl *c)
+{
+	char err[1024];
+
+	if (lr_schema_check(c->db, err, sizeof(err)))
+		return true;
+	lr_log_error("%s", err);
+	return false;
+}
+
 /*
  * Creates or resizes a semaphore and audits the change with who did it
  * from where. Host and user names are the system's bytes: they are
  * recorded escaped (see text.h) to fit the audit's utf8mb4 columns, so an
  * odd name never stops the change.
  */
-static int cmd_set(struct ctl *c, const char *name, const char *cap_s)
+static int cmd_set(struct ctl *c, int argc, char **argv)
 {
-	char err[1024], host[256], *rec_host = NULL, *rec_user = NULL;
-	struct passwd *pw = getpwuid(geteuid());
+	char err[1024], *host = NULL, *user = NULL;
+	const char *name = argv[1];
 	unsigned cap;
 	long old;
 	int rc = LR_EXIT_OK;
 
-	if (!lr_name_valid(name)) {
-		lr_log_error("invalid name '%s': use 1-%d letters, digits, '_', '.' or '-', "
-		             "starting with a letter or digit",
-		             name, LR_NAME_MAX);
-		return LR_EXIT_USAGE;
-	}
-	if (!parse_capacity(cap_s, &cap)) {
-		lr_log_error("invalid capacity '%s': use a whole number 0-1000000", cap_s);
-		return LR_EXIT_USAGE;
-	}
-	if (!lr_schema_check(c->db, err, sizeof(err))) {
-		lr_log_error("%s", err);
+	(void)argc;
+	if (!schema_ok(c))
 		return LR_EXIT_UNAVAILABLE;
-	}
-	if (gethostname(host, sizeof(host)) != 0)
-		snprintf(host, sizeof(host), "unknown");
-	host[sizeof(host) - 1] = '\0';
-	/* The widths of lr_capacity_audit.host and .os_user. */
-	rec_host = lr_text_record(host, 255);
-	rec_user = lr_text_record(pw ? pw->pw_name : "unknown", 64);
-	if (!rec_host || !rec_user) {
-		lr_log_error("out of memory");
+	if (!parse_capacity(argv[2], &cap))
+		return LR_EXIT_SOFTWARE; /* checked before connecting */
+	if (!whoami(&user, &host)) {
 		rc = LR_EXIT_SOFTWARE;
 		goto out;
 	}
-	switch (
-	    lr_admin_set_capacity(c->db, name, cap, rec_user, rec_host, &old, err, sizeof(err))) {
+	switch (lr_admin_set_capacity(c->db, name, cap, user, host, &old, err, sizeof(err))) {
 	case LR_ADMIN_OK:
 		break;
 	case LR_ADMIN_INVALID:
@@ -165,38 +284,265 @@ static int cmd_set(struct ctl *c, const char *name, const char *cap_s)
 			printf("%s: capacity %u (was %ld)\n", name, cap, old);
 	}
 out:
-	free(rec_host);
-	free(rec_user);
+	free(host);
+	free(user);
 	return rc;
 }
 
-static int cmd_status(struct ctl *c, const char *name)
+static int cmd_status(struct ctl *c, int argc, char **argv)
 {
+	const char *name = argc > 1 ? argv[1] : NULL;
 	char err[1024];
 	bool found;
 
-	if (name && !lr_name_valid(name)) {
-		lr_log_error("invalid name '%s'", name);
-		return LR_EXIT_USAGE;
-	}
-	if (!lr_schema_check(c->db, err, sizeof(err))) {
-		lr_log_error("%s", err);
+	if (!schema_ok(c))
 		return LR_EXIT_UNAVAILABLE;
-	}
-	if (!lr_admin_status(c->db, name, c->json, stdout, &found, err, sizeof(err))) {
+	if (!lr_status_print(c->db, name, c->format, stdout, &found, err, sizeof(err))) {
 		lr_log_error("%s", err);
 		return LR_EXIT_UNAVAILABLE;
 	}
 	if (name && !found) {
-		if (!c->json)
+		if (c->format == LR_STATUS_TEXT)
 			lr_log_error("no resource named '%s'", name);
 		return LR_EXIT_FAILURE;
 	}
-	if (!name && !found && !c->json && c->verbosity >= 0)
+	if (!name && !found && c->format == LR_STATUS_TEXT && c->verbosity >= 0)
 		printf(
 		    "no resources yet; create a semaphore with 'lockrunctl set NAME CAPACITY'\n");
 	return LR_EXIT_OK;
 }
+
+static int cmd_list(struct ctl *c, int argc, char **argv)
+{
+	char err[1024];
+
+	(void)argc;
+	(void)argv;
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	if (!lr_admin_list(c->db,
+	                   c->names  ? LR_ADMIN_NAMES
+	                   : c->json ? LR_ADMIN_JSON
+	                             : LR_ADMIN_TABLE,
+	                   stdout, err, sizeof(err))) {
+		lr_log_error("%s", err);
+		return LR_EXIT_UNAVAILABLE;
+	}
+	return LR_EXIT_OK;
+}
+
+static int cmd_delete(struct ctl *c, int argc, char **argv)
+{
+	char err[1024], *host = NULL, *user = NULL;
+	unsigned long long fence = 0;
+	int rc = LR_EXIT_UNAVAILABLE;
+
+	(void)argc;
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	if (!whoami(&user, &host)) {
+		rc = LR_EXIT_SOFTWARE;
+		goto out;
+	}
+	switch (lr_admin_delete(c->db, argv[1], user, host, &fence, err, sizeof(err))) {
+	case LR_ADMIN_OK:
+		if (c->verbosity >= 0)
+			printf("%s: deleted; a new resource of this name starts above token %llu\n",
+			       argv[1], fence);
+		rc = LR_EXIT_OK;
+		break;
+	case LR_ADMIN_MISSING:
+		lr_log_error("%s", err);
+		rc = LR_EXIT_FAILURE;
+		break;
+	case LR_ADMIN_BUSY:
+		lr_log_error("%s", err);
+		rc = LR_EXIT_CONFLICT;
+		break;
+	default:
+		lr_log_error("%s", err);
+		break;
+	}
+out:
+	free(host);
+	free(user);
+	return rc;
+}
+
+static int cmd_history(struct ctl *c, int argc, char **argv)
+{
+	struct lr_history_query q = {.name = argc > 1 ? argv[1] : NULL,
+	                             .since = c->since,
+	                             .limit = c->limit ? c->limit : 50};
+	char err[1024];
+	size_t shown;
+
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	if (!lr_history_print(c->db, &q, c->json, stdout, &shown, err, sizeof(err))) {
+		lr_log_error("%s", err);
+		return LR_EXIT_UNAVAILABLE;
+	}
+	if (!shown && !c->json && c->verbosity >= 0)
+		printf("no runs%s%s%s\n", q.name ? " of '" : "", q.name ? q.name : "",
+		       q.name ? "'" : "");
+	return LR_EXIT_OK;
+}
+
+static int cmd_sweep(struct ctl *c, int argc, char **argv)
+{
+	struct lr_sweep_counts n;
+	unsigned long long keep = c->given & O_RETENTION ? c->retention : LR_SWEEP_DEFAULT_KEEP;
+	char err[1024], d[32];
+
+	(void)argc;
+	(void)argv;
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	if (!lr_sweep_run(c->db, keep, &n, err, sizeof(err))) {
+		lr_log_error("sweep stopped: %s", err);
+		return LR_EXIT_UNAVAILABLE;
+	}
+	if (c->json)
+		printf(
+		    "{\"expired_grants\":%llu,\"expired_holds\":%llu,\"dead_waiters\":%llu,"
+		    "\"orphan_grants\":%llu,\"grants_deleted\":%llu,\"grant_items_deleted\":%llu,"
+		    "\"audit_deleted\":%llu,\"retention_s\":%llu,\"transactions\":%llu}\n",
+		    n.expired, n.holds, n.waiters, n.orphans, n.grants_deleted, n.items_deleted,
+		    n.audit_deleted, keep, n.transactions);
+	else if (c->verbosity >= 0)
+		printf("ended %llu expired grant%s (%llu hold%s and %llu dead queue place%s "
+		       "removed) and %llu open grant%s holding nothing\n"
+		       "deleted %llu log entr%s that ended more than %s ago and %llu audit "
+		       "row%s older than %d days\n",
+		       n.expired, n.expired == 1 ? "" : "s", n.holds, n.holds == 1 ? "" : "s",
+		       n.waiters, n.waiters == 1 ? "" : "s", n.orphans, n.orphans == 1 ? "" : "s",
+		       n.grants_deleted, n.grants_deleted == 1 ? "y" : "ies",
+		       lr_duration_format((double)keep, d, sizeof(d)), n.audit_deleted,
+		       n.audit_deleted == 1 ? "" : "s", LR_SWEEP_AUDIT_DAYS);
+	return LR_EXIT_OK;
+}
+
+static int grant_rc(enum lr_grant_result r, const char *err, bool log_not)
+{
+	switch (r) {
+	case LR_GRANT_OK:
+		return LR_EXIT_OK;
+	case LR_GRANT_NOT:
+		if (log_not)
+			lr_log_error("%s", err);
+		return LR_EXIT_FAILURE;
+	default:
+		lr_log_error("%s", err);
+		return LR_EXIT_UNAVAILABLE;
+	}
+}
+
+static int cmd_release(struct ctl *c, int argc, char **argv)
+{
+	struct lr_grant_releaser by = {0};
+	char err[1024], *host = NULL, *user = NULL, *note = NULL;
+	uint64_t id;
+	int rc = LR_EXIT_SOFTWARE;
+
+	(void)argc;
+	if (!grant_arg(argv[1], &id))
+		return LR_EXIT_USAGE;
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	if (!whoami(&user, &host) || !(note = lr_text_record(c->reason, 255)))
+		goto out;
+	by.os_user = user;
+	by.host = host;
+	by.reason = note;
+	rc = grant_rc(
+	    lr_grant_release(c->db, id, &by, c->json, c->verbosity < 0, stdout, err, sizeof(err)),
+	    err, true);
+out:
+	free(host);
+	free(user);
+	free(note);
+	return rc;
+}
+
+/* NAME=TOKEN, split at the last '=': a name and a whole number. */
+static bool token_arg(char *s, struct lr_grant_token *t)
+{
+	char *eq = strrchr(s, '=');
+	unsigned long long v;
+
+	if (!eq || eq == s || !parse_count(eq + 1, UINT64_MAX, &v)) {
+		lr_log_error("invalid '%s': use NAME=TOKEN, TOKEN a whole number (LOCKRUN_FENCE)",
+		             s);
+		return false;
+	}
+	*eq = '\0';
+	if (!resource_ok(s)) {
+		*eq = '=';
+		lr_log_error("invalid name in '%s': use 1-%d letters, digits, '_', '.' or '-', "
+		             "starting with a letter or digit",
+		             s, LR_NAME_MAX);
+		return false;
+	}
+	t->name = s;
+	t->token = v;
+	return true;
+}
+
+static int cmd_check(struct ctl *c, int argc, char **argv)
+{
+	struct lr_grant_token want[64];
+	char err[1024];
+	uint64_t id;
+
+	if (!grant_arg(argv[1], &id))
+		return LR_EXIT_USAGE;
+	for (int i = 2; i < argc; i++)
+		if (!token_arg(argv[i], &want[i - 2]))
+			return LR_EXIT_USAGE;
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	return grant_rc(lr_grant_check(c->db, id, want, (size_t)argc - 2, c->json, c->verbosity < 0,
+	                               stdout, err, sizeof(err)),
+	                err, false);
+}
+
+static int cmd_doctor(struct ctl *c, int argc, char **argv)
+{
+	struct lr_doctor_opts o = {.ttl = c->cfg.lock.ttl, .clock_warn_s = 2.0, .json = c->json};
+	unsigned problems;
+
+	(void)argc;
+	(void)argv;
+	if (!lr_doctor_run(c->db, &o, stdout, &problems)) {
+		lr_log_error("%s", lr_db_error(c->db));
+		return LR_EXIT_UNAVAILABLE;
+	}
+	return problems ? LR_EXIT_FAILURE : LR_EXIT_OK;
+}
+
+/* The commands: arguments, which options apply, and the handler (which
+ * gets argv[0] = the command). */
+static const struct command {
+	const char *name;
+	int min, max;
+	unsigned opts;
+	int (*run)(struct ctl *c, int argc, char **argv);
+} commands[] = {
+    {"init", 0, 0, 0, cmd_init},
+    {"set", 2, 2, 0, cmd_set},
+    {"status", 0, 1, O_JSON | O_FORMAT, cmd_status},
+    {"list", 0, 0, O_JSON | O_NAMES, cmd_list},
+    {"delete", 1, 1, 0, cmd_delete},
+    {"history", 0, 1, O_JSON | O_SINCE | O_LIMIT, cmd_history},
+    {"sweep", 0, 0, O_JSON | O_RETENTION, cmd_sweep},
+    {"release", 1, 1, O_JSON | O_REASON, cmd_release},
+    {"check", 1, 65, O_JSON, cmd_check},
+    {"doctor", 0, 0, O_JSON, cmd_doctor},
+};
+
+static const char *const opt_names[] = {"--json",   "--since",  "--limit", "--retention",
+                                        "--reason", "--format", "--names"};
 
 /* Checks the argument count of a command before anything connects. */
 static bool arity(const char *cmd, int have, int min, int max)
@@ -206,46 +552,137 @@ static bool arity(const char *cmd, int have, int min, int max)
 	if (max == 0)
 		lr_log_error("'%s' takes no arguments (see 'lockrunctl --help')", cmd);
 	else if (min == max)
-		lr_log_error("'%s' takes exactly %d arguments (see 'lockrunctl --help')", cmd, max);
+		lr_log_error("'%s' takes exactly %d argument%s (see 'lockrunctl --help')", cmd, max,
+		             max == 1 ? "" : "s");
+	else if (have < min)
+		lr_log_error("'%s' takes at least %d argument (see 'lockrunctl --help')", cmd, min);
 	else
-		lr_log_error("'%s' takes at most %d argument (see 'lockrunctl --help')", cmd, max);
+		lr_log_error("'%s' takes at most %d argument%s (see 'lockrunctl --help')", cmd, max,
+		             max == 1 ? "" : "s");
 	return false;
-}
-
-static int dispatch(struct ctl *c, int argc, char **argv)
-{
-	const char *cmd = argv[0];
-	int nargs = argc - 1;
-
-	if (strcmp(cmd, "init") == 0)
-		return arity(cmd, nargs, 0, 0) ? cmd_init(c) : LR_EXIT_USAGE;
-	if (strcmp(cmd, "set") == 0)
-		return arity(cmd, nargs, 2, 2) ? cmd_set(c, argv[1], argv[2]) : LR_EXIT_USAGE;
-	if (strcmp(cmd, "status") == 0)
-		return arity(cmd, nargs, 0, 1) ? cmd_status(c, nargs ? argv[1] : NULL)
-		                               : LR_EXIT_USAGE;
-	return LR_EXIT_USAGE;
 }
 
 /* Everything about the command line that can be checked before
- * connecting: the command exists and has the right number of arguments. */
-static bool command_ok(int argc, char **argv)
+ * connecting: the command exists, takes these options and this many
+ * arguments, and its names and numbers are well-formed. */
+static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 {
-	const char *cmd = argv[0];
-	int nargs = argc - 1;
+	const struct command *cmd = NULL;
+	unsigned extra;
 
-	if (strcmp(cmd, "init") == 0)
-		return arity(cmd, nargs, 0, 0);
-	if (strcmp(cmd, "set") == 0)
-		return arity(cmd, nargs, 2, 2);
-	if (strcmp(cmd, "status") == 0)
-		return arity(cmd, nargs, 0, 1);
-	lr_log_error("unknown command '%s' (see 'lockrunctl --help')", cmd);
-	return false;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[0], commands[i].name) == 0)
+			cmd = &commands[i];
+	if (!cmd) {
+		lr_log_error("unknown command '%s' (see 'lockrunctl --help')", argv[0]);
+		return NULL;
+	}
+	if ((extra = c->given & ~cmd->opts)) {
+		for (size_t b = 0; b < sizeof(opt_names) / sizeof(opt_names[0]); b++)
+			if (extra & (1u << b)) {
+				lr_log_error("option '%s' does not apply to '%s' (see 'lockrunctl "
+				             "--help')",
+				             opt_names[b], cmd->name);
+				return NULL;
+			}
+	}
+	if (!arity(cmd->name, argc - 1, cmd->min, cmd->max))
+		return NULL;
+	if (strcmp(cmd->name, "set") == 0) {
+		unsigned cap;
+		if (!lr_name_valid(argv[1])) {
+			name_arg(argv[1]);
+			return NULL;
+		}
+		if (!parse_capacity(argv[2], &cap)) {
+			lr_log_error("invalid capacity '%s': use a whole number 0-1000000",
+			             argv[2]);
+			return NULL;
+		}
+	} else if ((strcmp(cmd->name, "status") == 0 || strcmp(cmd->name, "delete") == 0 ||
+	            strcmp(cmd->name, "history") == 0) &&
+	           argc > 1 && !name_arg(argv[1])) {
+		return NULL;
+	} else if (strcmp(cmd->name, "release") == 0) {
+		const char *r = c->reason;
+		size_t chars = 0;
+		if (!r || !r[strspn(r, " \t\n")]) {
+			lr_log_error("release needs --reason TEXT: why the grant is released, for "
+			             "the lock log");
+			return NULL;
+		}
+		for (; *r; r++)
+			chars += ((unsigned char)*r & 0xC0) != 0x80;
+		if (chars > 255) {
+			lr_log_error("--reason is %zu characters long; at most 255", chars);
+			return NULL;
+		}
+	}
+	return cmd;
+}
+
+/* Command options: values are checked here, before anything connects. */
+static bool take_option(struct ctl *c, int opt, const char *arg)
+{
+	/* 100 years: beyond any retention, and far from overflow. */
+	const unsigned long long max_s = 100ULL * 365 * 86400;
+	unsigned long long v;
+
+	switch (opt) {
+	case 'j':
+		c->given |= O_JSON;
+		c->json = true;
+		c->format = LR_STATUS_JSON;
+		return true;
+	case 'S':
+		c->given |= O_SINCE;
+		if (lr_duration_parse(arg, max_s, &c->since) && c->since > 0)
+			return true;
+		lr_log_error("--since: invalid duration '%s': use e.g. 90, 30s, 5m, 2h or 7d", arg);
+		return false;
+	case 'R':
+		c->given |= O_RETENTION;
+		if (lr_duration_parse(arg, max_s, &c->retention))
+			return true;
+		lr_log_error("--retention: invalid duration '%s': use e.g. 12h, 7d or 90d", arg);
+		return false;
+	case 'L':
+		c->given |= O_LIMIT;
+		if (parse_count(arg, 1000000, &v)) {
+			c->limit = (unsigned long)v;
+			return true;
+		}
+		lr_log_error("--limit: invalid count '%s': use a whole number 1-1000000", arg);
+		return false;
+	case 'r':
+		c->given |= O_REASON;
+		c->reason = arg;
+		return true;
+	case 'N':
+		c->given |= O_NAMES;
+		c->names = true;
+		return true;
+	default: /* 'F' */
+		c->given |= O_FORMAT;
+		if (strcmp(arg, "text") == 0)
+			c->format = LR_STATUS_TEXT;
+		else if (strcmp(arg, "json") == 0)
+			c->format = LR_STATUS_JSON;
+		else if (strcmp(arg, "prometheus") == 0)
+			c->format = LR_STATUS_PROMETHEUS;
+		else {
+			lr_log_error("--format: unknown format '%s': use text, json or prometheus",
+			             arg);
+			return false;
+		}
+		c->json = c->format == LR_STATUS_JSON;
+		return true;
+	}
 }
 
 static int run(struct ctl *c, int argc, char **argv)
 {
+	const struct command *cmd;
 	int opt;
 
 	opterr = 0;
@@ -255,7 +692,14 @@ static int run(struct ctl *c, int argc, char **argv)
 			c->config = optarg;
 			break;
 		case 'j':
-			c->json = true;
+		case 'S':
+		case 'L':
+		case 'R':
+		case 'r':
+		case 'F':
+		case 'N':
+			if (!take_option(c, opt, optarg))
+				return LR_EXIT_USAGE;
 			break;
 		case 'v':
 			c->verbosity = c->verbosity < 0 ? 1 : c->verbosity + 1;
@@ -287,7 +731,7 @@ static int run(struct ctl *c, int argc, char **argv)
 		lr_log_error("no command given (see 'lockrunctl --help')");
 		return LR_EXIT_USAGE;
 	}
-	if (!command_ok(argc - optind, argv + optind))
+	if (!(cmd = command_ok(c, argc - optind, argv + optind)))
 		return LR_EXIT_USAGE;
 	if (!lr_config_load(&c->cfg, c->config)) {
 		lr_log_error("%s", c->cfg.err);
@@ -307,11 +751,16 @@ static int run(struct ctl *c, int argc, char **argv)
 		lr_log_error("cannot connect to %s", lr_db_error(c->db));
 		return LR_EXIT_UNAVAILABLE;
 	}
-	if (!lr_db_query(c->db, "SET SESSION time_zone = '+00:00'")) {
+	/* UTC, so NOW(6) is the procedures' UTC_TIMESTAMP(6); a short lock
+	 * wait, so a hot row costs a retry, not a hang; READ COMMITTED, as
+	 * the procedures use, so range scans take no gap locks. */
+	if (!lr_db_query(c->db, "SET SESSION time_zone = '+00:00', "
+	                        "SESSION innodb_lock_wait_timeout = 5") ||
+	    !lr_db_query(c->db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")) {
 		lr_log_error("%s", lr_db_error(c->db));
 		return LR_EXIT_UNAVAILABLE;
 	}
-	return dispatch(c, argc - optind, argv + optind);
+	return cmd->run(c, argc - optind, argv + optind);
 }
 
 int main(int argc, char **argv)

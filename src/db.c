@@ -797,6 +797,12 @@ uint64_t lr_db_num_rows(const lr_db *db)
 	return db->res ? mysql_num_rows(db->res) : 0;
 }
 
+/* Rows the last INSERT, UPDATE or DELETE changed (not for a CALL). */
+uint64_t lr_db_affected_rows(const lr_db *db)
+{
+	return db->m ? mysql_affected_rows(db->m) : 0;
+}
+
 /* The index of the current result's column called name, or -1: lets a
  * caller read a procedure's answer by column names, whatever their order. */
 int lr_db_column(const lr_db *db, const char *name)

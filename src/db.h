@@ -63,6 +63,7 @@ bool lr_db_query(lr_db *db, const char *sql);
 bool lr_db_queryf(lr_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 MYSQL_ROW lr_db_fetch(lr_db *db);
 uint64_t lr_db_num_rows(const lr_db *db);
+uint64_t lr_db_affected_rows(const lr_db *db);
 int lr_db_column(const lr_db *db, const char *name);
 
 void lr_db_sb_quote(lr_db *db, struct lr_sb *sb, const char *s);

@@ -159,9 +159,9 @@ insert_hostile_rows() {
 	EOF
 	assert_success
 	assert_line --index 0 --regexp '^evil\\x1b\[2J"x +mutex +held$'
-	assert_line --index 1 --regexp '^  holder web"01\\\\x0a\\x1b\[:4242 ro\\x7fot, token 1, lease [0-9]+s left$'
+	assert_line --index 1 --regexp '^  holder web"01\\\\x0a\\x1b\[:4242 ro\\x7fot, held [0-9.]+s, token 1, lease [0-9hms]+ left$'
 	assert_line --index 2 --regexp '^    since .*  rm "/" \\ \\x1b\]0;pwned\\x07 \\xed\\xa0\\x80 caf'$'\xc3\xa9'' $'
-	assert_line --index 3 --regexp '^  waiter 1: web"01\\\\x0a\\x1b\[:4343 ro\\x7fot, 1 permit$'
+	assert_line --index 3 --regexp '^  waiter 1: web"01\\\\x0a\\x1b\[:4343 ro\\x7fot, waiting [0-9.]+s, 1 permit$'
 	assert_line --index 4 --regexp '^    since .*  ('$'\xe6\xbc\xa2'"){24}$"
 }
 

@@ -1,0 +1,565 @@
+#include "doctor.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mysqld_error.h>
+
+#include "report.h"
+#include "schema.h"
+#include "strbuf.h"
+#include "text.h"
+
+/* The result version the procedures must report (lockcall.c's API_VERSION). */
+#define DOCTOR_API   2
+#define MAX_FINDINGS 16
+#define RTT_PROBES   5
+
+enum sev { SEV_OK, SEV_INFO, SEV_WARN, SEV_FAIL };
+static const char *const sev_word[] = {"ok", "info", "WARN", "FAIL"};
+static const char *const sev_json[] = {"ok", "info", "warning", "problem"};
+
+struct finding {
+	const char *check;
+	enum sev sev;
+	char text[512];
+};
+
+/* The server variables doctor reads, all in one statement. */
+enum { V_VERSION, V_COMMENT, V_READ_ONLY, V_SUPER_RO, V_WAIT, V_TZ, V_SYS_TZ, V_WSREP, NVARS };
+static const char *const var_names[NVARS] = {"version",          "version_comment", "read_only",
+                                             "super_read_only",  "wait_timeout",    "time_zone",
+                                             "system_time_zone", "wsrep_on"};
+
+struct doctor {
+	lr_db *db;
+	const struct lr_doctor_opts *o;
+	struct finding f[MAX_FINDINGS];
+	size_t n;
+	char *var[NVARS];
+	bool mariadb;
+};
+
+__attribute__((format(printf, 4, 5))) static void say(struct doctor *d, const char *check,
+                                                      enum sev sev, const char *fmt, ...)
+{
+	va_list ap;
+	struct finding *f;
+
+	if (d->n == MAX_FINDINGS)
+		return;
+	f = &d->f[d->n++];
+	f->check = check;
+	f->sev = sev;
+	va_start(ap, fmt);
+	vsnprintf(f->text, sizeof(f->text), fmt, ap);
+	va_end(ap);
+}
+
+static bool on(const char *v)
+{
+	return v && (strcmp(v, "ON") == 0 || strcmp(v, "1") == 0);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool read_vars(struct doctor *d)
+{
+	MYSQL_ROW row;
+
+	/* Global values: what a new session of lockrun starts with. */
+	if (!lr_db_query(d->db, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', "
+	                        "'version_comment', 'read_only', 'super_read_only', "
+	                        "'wait_timeout', 'time_zone', 'system_time_zone', 'wsrep_on')"))
+		return false;
+	while ((row = lr_db_fetch(d->db)))
+		for (int i = 0; i < NVARS; i++)
+			if (strcmp(row[0], var_names[i]) == 0 && row[1])
+				d->var[i] = strdup(row[1]);
+	return true;
+}
+
+/* Flavour and version: the schema needs MariaDB 10.4 or later. */
+static void check_server(struct doctor *d)
+{
+	const char *v = d->var[V_VERSION] ? d->var[V_VERSION] : "?";
+	unsigned major = 0, minor = 0;
+
+	sscanf(v, "%u.%u", &major, &minor);
+	d->mariadb = strstr(v, "MariaDB") != NULL;
+	if (!d->mariadb)
+		say(d, "server", SEV_FAIL,
+		    "%s (%s) is not MariaDB: lockrun's schema needs MariaDB 10.4 or later", v,
+		    d->var[V_COMMENT] ? d->var[V_COMMENT] : "?");
+	else if (major < 10 || (major == 10 && minor < 4))
+		say(d, "server", SEV_FAIL, "MariaDB %s is too old: lockrun needs 10.4 or later", v);
+	else
+		say(d, "server", SEV_OK, "MariaDB %s (%s)", v,
+		    d->var[V_COMMENT] ? d->var[V_COMMENT] : "?");
+}
+
+/* Galera: the table locks are safe (every grant writes the rows it
+ * decides on, and certification aborts all but one writer); GET_LOCK is
+ * local to a node, so --named is refused there. */
+static void check_galera(struct doctor *d)
+{
+	MYSQL_ROW row;
+	char size[32] = "?", state[64] = "?";
+	bool ready = false;
+
+	if (!on(d->var[V_WSREP])) {
+		say(d, "galera", SEV_OK, "not a Galera node: --named locks (GET_LOCK) are usable");
+		return;
+	}
+	if (lr_db_query(d->db, "SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_size', "
+	                       "'wsrep_local_state_comment', 'wsrep_ready')")) {
+		while ((row = lr_db_fetch(d->db))) {
+			if (!row[1])
+				continue;
+			if (strcmp(row[0], "wsrep_cluster_size") == 0)
+				snprintf(size, sizeof(size), "%s", row[1]);
+			else if (strcmp(row[0], "wsrep_local_state_comment") == 0)
+				snprintf(state, sizeof(state), "%s", row[1]);
+			else if (strcmp(row[0], "wsrep_ready") == 0)
+				ready = on(row[1]);
+		}
+	}
+	if (!ready)
+		say(d, "galera", SEV_FAIL,
+		    "Galera node not ready (state %s, cluster size %s): it refuses queries; "
+		    "list other nodes in [database] hosts",
+		    state, size);
+	else
+		say(d, "galera", SEV_OK,
+		    "Galera node (state %s, cluster size %s): locks are safe across the "
+		    "cluster; --named locks are node-local, so lockrun refuses them here",
+		    state, size);
+}
+
+/* A read-only server (a replica) refuses the procedures' writes. */
+static void check_read_only(struct doctor *d)
+{
+	if (on(d->var[V_READ_ONLY]) || on(d->var[V_SUPER_RO]))
+		say(d, "read_only", SEV_FAIL,
+		    "%s is ON: a replica or a read-only server; lockrun cannot take locks "
+		    "here: point it at the primary",
+		    on(d->var[V_SUPER_RO]) ? "super_read_only" : "read_only");
+	else
+		say(d, "read_only", SEV_OK, "the server accepts writes");
+}
+
+/*
+ * lockrun's connection is idle between renewals, a third of the ttl: if
+ * wait_timeout is shorter the server drops it every time (a reconnect
+ * per renewal, and --named locks die with the connection). Shorter than
+ * the ttl is survivable but leaves little room.
+ */
+static void check_wait_timeout(struct doctor *d)
+{
+	double w = d->var[V_WAIT] ? strtod(d->var[V_WAIT], NULL) : 0;
+	double ttl = d->o->ttl;
+
+	if (w <= ttl / 3.0 + 1)
+		say(d, "wait_timeout", SEV_FAIL,
+		    "wait_timeout is %.0f s, no longer than lockrun's renewal interval "
+		    "(ttl %g s / 3): the server drops its connection between renewals "
+		    "and --named locks are lost",
+		    w, ttl);
+	else if (w < ttl)
+		say(d, "wait_timeout", SEV_WARN,
+		    "wait_timeout is %.0f s, shorter than the lease (ttl %g s); it works "
+		    "(renewals come every ttl/3) but a longer --ttl would not",
+		    w, ttl);
+	else
+		say(d, "wait_timeout", SEV_OK,
+		    "wait_timeout %.0f s is longer than the lease (%g s)", w, ttl);
+}
+
+static void check_time_zone(struct doctor *d)
+{
+	say(d, "time_zone", SEV_OK,
+	    "time_zone %s (system %s): no effect, lockrun reads UTC_TIMESTAMP() and lockrunctl "
+	    "sets +00:00",
+	    d->var[V_TZ] ? d->var[V_TZ] : "?", d->var[V_SYS_TZ] ? d->var[V_SYS_TZ] : "?");
+}
+
+/*
+ * The server's clock against ours, measured at the middle of a round
+ * trip (error up to half of it). Leases never use our clock; the figure
+ * matters for reading logs side by side.
+ */
+static void check_clock(struct doctor *d)
+{
+	double t0 = now_s(), t1, server, off;
+	MYSQL_ROW row;
+
+	if (!lr_db_query(d->db, "SELECT UNIX_TIMESTAMP(NOW(6))") || !(row = lr_db_fetch(d->db)) ||
+	    !row[0]) {
+		say(d, "clock", SEV_WARN, "cannot read the server's clock: %s", lr_db_error(d->db));
+		return;
+	}
+	t1 = now_s();
+	server = strtod(row[0], NULL);
+	off = server - (t0 + t1) / 2;
+	say(d, "clock", fabs(off) > d->o->clock_warn_s ? SEV_WARN : SEV_OK,
+	    "the server's clock is %.3f s %s this host's (+/- %.3f s; warned past %g s); "
+	    "leases use only the server's",
+	    fabs(off), off >= 0 ? "ahead of" : "behind", (t1 - t0) / 2, d->o->clock_warn_s);
+}
+
+/* Privileges, by the kind of use: one bit each. */
+enum {
+	P_EXECUTE = 1,
+	P_SELECT = 2,
+	P_INSERT = 4,
+	P_UPDATE = 8,
+	P_DELETE = 16,
+	P_CREATE = 32,
+	P_ALTER = 64,
+	P_INDEX = 128,
+	P_CREATE_ROUTINE = 256,
+	P_ALTER_ROUTINE = 512,
+	P_TRIGGER = 1024,
+	P_CREATE_USER = 2048,
+	P_GRANT = 4096,
+	P_SET_USER = 8192,
+	P_SUPER = 16384
+};
+static const struct {
+	const char *name;
+	unsigned bit;
+} privs[] = {{"EXECUTE", P_EXECUTE},
+             {"SELECT", P_SELECT},
+             {"INSERT", P_INSERT},
+             {"UPDATE", P_UPDATE},
+             {"DELETE", P_DELETE},
+             {"CREATE", P_CREATE},
+             {"ALTER", P_ALTER},
+             {"INDEX", P_INDEX},
+             {"CREATE ROUTINE", P_CREATE_ROUTINE},
+             {"ALTER ROUTINE", P_ALTER_ROUTINE},
+             {"TRIGGER", P_TRIGGER},
+             {"CREATE USER", P_CREATE_USER},
+             {"GRANT OPTION", P_GRANT},
+             {"SET USER", P_SET_USER},
+             {"SUPER", P_SUPER}};
+#define NPRIVS  (sizeof(privs) / sizeof(privs[0]))
+#define P_ADMIN (P_SELECT | P_INSERT | P_UPDATE | P_DELETE)
+#define P_INIT                                                                                     \
+	(P_CREATE | P_ALTER | P_INDEX | P_CREATE_ROUTINE | P_ALTER_ROUTINE | P_TRIGGER |           \
+	 P_CREATE_USER | P_GRANT | P_SET_USER)
+
+/* The names of the bits of `want` missing from `have`, comma-separated. */
+static const char *missing(unsigned have, unsigned want, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < NPRIVS; i++)
+		if ((want & privs[i].bit) && !(have & privs[i].bit))
+			used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+			                         used ? ", " : "", privs[i].name);
+	return buf;
+}
+
+/*
+ * The account's privileges on this database (global and database-level
+ * grants, as information_schema shows them to the account itself; grants
+ * on single tables and through roles are not counted), against what each
+ * use needs: lockrun EXECUTE; lockrunctl's admin commands SELECT, INSERT,
+ * UPDATE, DELETE; init the DDL, CREATE USER, GRANT OPTION and SET USER
+ * (SUPER before MariaDB 10.5). Only a missing EXECUTE is a problem: that
+ * is what lockrun itself runs with.
+ */
+static void check_privileges(struct doctor *d)
+{
+	unsigned have = 0;
+	char m1[256], m2[256], m3[256];
+	MYSQL_ROW row;
+
+	if (!lr_db_query(d->db,
+	                 "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES "
+	                 "WHERE GRANTEE = @lr_me := CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), "
+	                 "'@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''') "
+	                 "UNION SELECT PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES "
+	                 "WHERE GRANTEE = @lr_me AND DATABASE() LIKE TABLE_SCHEMA "
+	                 "UNION SELECT 'GRANT OPTION' FROM information_schema.SCHEMA_PRIVILEGES "
+	                 "WHERE GRANTEE = @lr_me AND DATABASE() LIKE TABLE_SCHEMA "
+	                 "AND IS_GRANTABLE = 'YES' UNION SELECT 'GRANT OPTION' FROM "
+	                 "information_schema.USER_PRIVILEGES WHERE GRANTEE = @lr_me "
+	                 "AND IS_GRANTABLE = 'YES'")) {
+		say(d, "privileges", SEV_WARN, "cannot read them: %s", lr_db_error(d->db));
+		return;
+	}
+	while ((row = lr_db_fetch(d->db)))
+		for (size_t i = 0; i < NPRIVS; i++)
+			if (row[0] && strcmp(row[0], privs[i].name) == 0)
+				have |= privs[i].bit;
+	if (have & P_SUPER)
+		have |= P_SET_USER;
+	missing(have, P_EXECUTE, m1, sizeof(m1));
+	missing(have, P_ADMIN, m2, sizeof(m2));
+	missing(have, P_INIT, m3, sizeof(m3));
+	say(d, "privileges", (have & P_EXECUTE) ? SEV_OK : SEV_FAIL,
+	    "lockrun (EXECUTE): %s; lockrunctl admin commands (SELECT, INSERT, UPDATE, DELETE): "
+	    "%s%s; lockrunctl init (DDL, CREATE USER, GRANT OPTION, SET USER): %s%s",
+	    *m1 ? "missing, lockrun cannot lock with this account" : "yes",
+	    *m2 ? "missing " : "yes", m2, *m3 ? "missing " : "yes", m3);
+	if ((have & P_ADMIN) && (have & P_EXECUTE))
+		say(d, "privileges", SEV_INFO,
+		    "this account can also write lockrun's tables directly; lockrun itself needs "
+		    "only EXECUTE (sql/grant.sql)");
+}
+
+/* Which text of sql/procedures.sql the database runs: init records its
+ * SHA-256 in lr_routines. Readable only by accounts that may read tables. */
+static void check_routines(struct doctor *d)
+{
+	MYSQL_ROW row;
+
+	if (!lr_db_query(d->db, "SELECT digest, DATE_FORMAT(applied_at, '%Y-%m-%dT%H:%i:%SZ') "
+	                        "FROM lr_routines WHERE name = 'procedures'"))
+		return; /* before version 3: the schema finding says so */
+	if (!(row = lr_db_fetch(d->db)) || !row[0])
+		say(d, "routines", SEV_FAIL,
+		    "no record of the stored routines' version: run 'lockrunctl init'");
+	else if (strcmp(row[0], lr_routines_digest) != 0)
+		say(d, "routines", SEV_WARN,
+		    "the stored routines (applied %s) are not the ones this lockrunctl carries: "
+		    "another version applied them; run 'lockrunctl init' with the version the "
+		    "hosts run",
+		    row[1] ? row[1] : "?");
+	else
+		say(d, "routines", SEV_OK, "the stored routines are this lockrunctl's (applied %s)",
+		    row[1] ? row[1] : "?");
+}
+
+static const char *const procedures[] = {"lockrun_acquire", "lockrun_check",   "lockrun_dequeue",
+                                         "lockrun_poll",    "lockrun_release", "lockrun_renew",
+                                         "lockrun_settle",  "lockrun_sleep"};
+#define NPROCS (sizeof(procedures) / sizeof(procedures[0]))
+
+/*
+ * The schema's version (lr_schema, readable only with SELECT, which the
+ * runtime account rightly lacks) against the newest migration compiled
+ * in, the API procedures present, and one harmless CALL (lockrun_check
+ * of grant 0) for the version of their answers.
+ */
+static void check_schema(struct doctor *d)
+{
+	unsigned latest = lr_migrations[lr_migrations_count - 1].version, have = 0;
+	MYSQL_ROW row;
+	char absent[256] = "";
+	size_t found = 0, used = 0;
+	int api;
+
+	if (lr_db_query(d->db, "SELECT COALESCE(MAX(version), 0) FROM lr_schema")) {
+		row = lr_db_fetch(d->db);
+		have = row && row[0] ? (unsigned)strtoul(row[0], NULL, 10) : 0;
+		if (have < latest)
+			say(d, "schema", SEV_FAIL,
+			    "version %u, this lockrunctl has migrations up to %u: run 'lockrunctl "
+			    "init'",
+			    have, latest);
+		else if (have > latest)
+			say(d, "schema", SEV_WARN,
+			    "version %u is newer than this lockrunctl knows (%u): upgrade it", have,
+			    latest);
+		else
+			say(d, "schema", SEV_OK, "version %u, the newest this lockrunctl knows",
+			    have);
+		check_routines(d);
+	} else if (lr_db_errno(d->db) == ER_NO_SUCH_TABLE) {
+		say(d, "schema", SEV_FAIL,
+		    "no lockrun schema in this database: run 'lockrunctl init'");
+		return;
+	} else if (lr_db_errno(d->db) == ER_TABLEACCESS_DENIED_ERROR) {
+		say(d, "schema", SEV_INFO,
+		    "this account may not read lr_schema (right for lockrun's own account, which "
+		    "needs only EXECUTE); the procedures are checked instead");
+	} else {
+		say(d, "schema", SEV_WARN, "cannot read lr_schema: %s", lr_db_error(d->db));
+	}
+	if (!lr_db_query(d->db, "SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE "
+	                        "ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' "
+	                        "AND ROUTINE_NAME LIKE 'lockrun\\_%'")) {
+		say(d, "procedures", SEV_WARN, "cannot list them: %s", lr_db_error(d->db));
+		return;
+	}
+	{
+		unsigned mask = 0;
+		while ((row = lr_db_fetch(d->db)))
+			for (size_t i = 0; i < NPROCS; i++)
+				if (strcmp(row[0], procedures[i]) == 0)
+					mask |= 1u << i;
+		for (size_t i = 0; i < NPROCS; i++) {
+			if (mask & (1u << i))
+				found++;
+			else
+				used += (size_t)snprintf(
+				    absent + used,
+				    used < sizeof(absent) ? sizeof(absent) - used : 0, "%s%s",
+				    used ? ", " : "", procedures[i]);
+		}
+	}
+	if (found < NPROCS) {
+		say(d, "procedures", SEV_FAIL, "missing (or not executable by this account): %s",
+		    absent);
+		return;
+	}
+	if (!lr_db_query(d->db, "CALL lockrun_check(0, NULL)") || !(row = lr_db_fetch(d->db))) {
+		say(d, "procedures", SEV_FAIL, "CALL lockrun_check failed: %s", lr_db_error(d->db));
+		return;
+	}
+	api = lr_db_column(d->db, "api");
+	if (api < 0 || !row[api] || atoi(row[api]) < DOCTOR_API)
+		say(d, "procedures", SEV_FAIL,
+		    "they answer with API version %s, lockrun needs %d: run 'lockrunctl init'",
+		    api >= 0 && row[api] ? row[api] : "none", DOCTOR_API);
+	else
+		say(d, "procedures", SEV_OK, "all %zu present and callable, API version %s", found,
+		    row[api]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Every lock operation is one round trip: what one costs from here. */
+static void check_rtt(struct doctor *d)
+{
+	double t[RTT_PROBES];
+
+	for (int i = 0; i < RTT_PROBES; i++) {
+		double t0 = now_s();
+		if (!lr_db_query(d->db, "DO 1")) {
+			say(d, "round_trip", SEV_WARN, "%s", lr_db_error(d->db));
+			return;
+		}
+		t[i] = (now_s() - t0) * 1000.0;
+	}
+	qsort(t, RTT_PROBES, sizeof(t[0]), cmp_double);
+	say(d, "round_trip", t[RTT_PROBES / 2] > 50 ? SEV_WARN : SEV_OK,
+	    "%.2f ms median, %.2f ms best of %d (each acquire, renewal and release is one)",
+	    t[RTT_PROBES / 2], t[0], RTT_PROBES);
+}
+
+/* Text in lines of at most 80 columns, the first after a 19-column
+ * head, the others indented as far; breaks at spaces. */
+static void wrap(FILE *out, const char *text)
+{
+	const size_t indent = 19, width = 80;
+	size_t col = indent;
+
+	while (*text) {
+		size_t w = strcspn(text, " ");
+		if (col > indent && col + 1 + w > width) {
+			fprintf(out, "\n%*s", (int)indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', out);
+			col++;
+		}
+		fwrite(text, 1, w, out);
+		col += w;
+		text += w;
+		text += strspn(text, " ");
+	}
+	fputc('\n', out);
+}
+
+static void print(struct doctor *d, FILE *out, const char *who, const char *dbname,
+                  unsigned problems, unsigned warnings)
+{
+	if (d->o->json) {
+		fputs("{\"server\":", out);
+		lr_report_json(out, lr_db_server(d->db));
+		fputs(",\"account\":", out);
+		lr_report_json(out, who);
+		fputs(",\"database\":", out);
+		lr_report_json_or_null(out, dbname);
+		fputs(",\"checks\":[", out);
+		for (size_t i = 0; i < d->n; i++) {
+			fprintf(out,
+			        "%s{\"check\":\"%s\",\"status\":\"%s\",\"detail\":", i ? "," : "",
+			        d->f[i].check, sev_json[d->f[i].sev]);
+			lr_report_json(out, d->f[i].text);
+			fputc('}', out);
+		}
+		fprintf(out, "],\"problems\":%u,\"warnings\":%u}\n", problems, warnings);
+		return;
+	}
+	fputs("lockrun doctor: ", out);
+	lr_report_show(out, lr_db_server(d->db), 60, 0);
+	fputs(" as ", out);
+	lr_report_show(out, who, 60, 0);
+	fputs(", database ", out);
+	lr_report_show(out, dbname ? dbname : "(none)", 64, 0);
+	fputc('\n', out);
+	for (size_t i = 0; i < d->n; i++) {
+		struct lr_sb sb;
+		lr_sb_init(&sb);
+		/* Server text (versions, errors) shown escaped. */
+		lr_text_show(&sb, d->f[i].text, SIZE_MAX);
+		fprintf(out, "%-4s  %-12s ", sev_word[d->f[i].sev], d->f[i].check);
+		wrap(out, lr_sb_str(&sb));
+		lr_sb_finish(&sb);
+	}
+	if (problems)
+		fprintf(out, "%u problem%s, %u warning%s: lockrun would fail or be unsafe here\n",
+		        problems, problems == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");
+	else
+		fprintf(out, "no problems, %u warning%s\n", warnings, warnings == 1 ? "" : "s");
+}
+
+/*
+ * Runs every check, prints the findings and sets *problems to how many
+ * would make lockrun fail or be unsafe. False only when the server
+ * cannot even be asked. About fifteen round trips.
+ */
+bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigned *problems)
+{
+	struct doctor d = {.db = db, .o = o};
+	unsigned warnings = 0;
+	char who[400] = "?", dbname[200] = "";
+	MYSQL_ROW row;
+	bool ok = false;
+
+	*problems = 0;
+	if (!lr_db_query(db, "SELECT CURRENT_USER(), DATABASE()") || !(row = lr_db_fetch(db)))
+		goto out;
+	snprintf(who, sizeof(who), "%s", row[0] ? row[0] : "?");
+	snprintf(dbname, sizeof(dbname), "%s", row[1] ? row[1] : "");
+	if (!read_vars(&d))
+		goto out;
+	check_server(&d);
+	check_galera(&d);
+	check_read_only(&d);
+	check_wait_timeout(&d);
+	check_time_zone(&d);
+	check_clock(&d);
+	check_privileges(&d);
+	check_schema(&d);
+	check_rtt(&d);
+	for (size_t i = 0; i < d.n; i++) {
+		*problems += d.f[i].sev == SEV_FAIL;
+		warnings += d.f[i].sev == SEV_WARN;
+	}
+	print(&d, out, who, *dbname ? dbname : NULL, *problems, warnings);
+	ok = true;
+out:
+	for (int i = 0; i < NVARS; i++)
+		free(d.var[i]);
+	return ok;
+}

@@ -1,0 +1,449 @@
+#include "status.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "duration.h"
+#include "lock.h"
+#include "report.h"
+#include "strbuf.h"
+
+struct res_row {
+	char *name, *kind;
+	unsigned long capacity;
+	unsigned long long used;    /* permits of holds an acquirer counts (within the grace) */
+	unsigned long long fence;   /* the last token handed out */
+	unsigned long long holders; /* grants holding it, within the grace */
+	unsigned long long expired; /* holds past their expiry, not swept yet */
+	unsigned long long waiters; /* queued requests, live */
+	double oldest_wait;         /* seconds the longest-waiting request has waited */
+};
+
+static const char *used_text(const struct res_row *r, char *buf, size_t len)
+{
+	if (strcmp(r->kind, "rwlock") == 0) {
+		if (r->used >= r->capacity)
+			snprintf(buf, len, "write-locked");
+		else if (r->used)
+			snprintf(buf, len, "%llu reader%s", r->used, r->used == 1 ? "" : "s");
+		else
+			snprintf(buf, len, "free");
+	} else if (strcmp(r->kind, "semaphore") == 0) {
+		snprintf(buf, len, "%llu/%lu used", r->used, r->capacity);
+	} else {
+		snprintf(buf, len, "%s", r->used ? "held" : "free");
+	}
+	return buf;
+}
+
+static void free_rows(struct res_row *res, size_t n)
+{
+	for (size_t i = 0; res && i < n; i++) {
+		free(res[i].name);
+		free(res[i].kind);
+	}
+	free(res);
+}
+
+/*
+ * Reads the resources (all, or the one named) with their counts. Holds
+ * and waiters within the grace count as they do for acquirers (see
+ * LR_SWEEP_GRACE_MS); expired holds are counted apart. One query.
+ */
+static bool load_resources(lr_db *db, const char *where, struct res_row **out, size_t *n)
+{
+	struct lr_sb sb;
+	struct res_row *res;
+	MYSQL_ROW row;
+	bool ok;
+
+	*out = NULL;
+	*n = 0;
+	lr_sb_init(&sb);
+	lr_sb_printf(&sb,
+	             "SELECT r.name, r.kind, r.capacity, r.fence, "
+	             "COALESCE(SUM(IF(h.expires_at > NOW(6) - " LR_SQL_GRACE
+	             ", h.permits, 0)), 0), "
+	             "COALESCE(SUM(h.expires_at > NOW(6) - " LR_SQL_GRACE "), 0), "
+	             "COALESCE(SUM(h.expires_at <= NOW(6)), 0), "
+	             "(SELECT COUNT(*) FROM lr_waiters w WHERE w.resource = r.name "
+	             "AND w.expires_at > NOW(6) - " LR_SQL_GRACE "), "
+	             "(SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(w.since), NOW(6)), 0) "
+	             "FROM lr_waiters w WHERE w.resource = r.name "
+	             "AND w.expires_at > NOW(6) - " LR_SQL_GRACE ") "
+	             "FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name %s "
+	             "GROUP BY r.name, r.kind, r.capacity, r.fence ORDER BY r.name",
+	             where);
+	ok = lr_db_query(db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	if (!ok)
+		return false;
+	res = calloc(lr_db_num_rows(db) + 1, sizeof(*res));
+	if (!res)
+		return false;
+	while ((row = lr_db_fetch(db))) {
+		struct res_row *r = &res[*n];
+		r->name = strdup(row[0]);
+		r->kind = strdup(row[1]);
+		r->capacity = strtoul(row[2], NULL, 10);
+		r->fence = strtoull(row[3], NULL, 10);
+		r->used = strtoull(row[4], NULL, 10);
+		r->holders = strtoull(row[5], NULL, 10);
+		r->expired = strtoull(row[6], NULL, 10);
+		r->waiters = strtoull(row[7], NULL, 10);
+		r->oldest_wait = strtod(row[8], NULL) / 1e6;
+		(*n)++;
+		if (!r->name || !r->kind)
+			break;
+	}
+	*out = res;
+	return *n == lr_db_num_rows(db);
+}
+
+/* Columns of the holder/waiter query, in order. */
+enum {
+	C_RES,
+	C_TYPE,
+	C_PERMITS,
+	C_ORDER,
+	C_ID,
+	C_HOST,
+	C_PID,
+	C_USER,
+	C_CMD,
+	C_SINCE,
+	C_EXPIRES,
+	C_LEFT_US,
+	C_AGE_US
+};
+
+/*
+ * Holders (type 0, by token) then waiters (type 1, in queue order) of
+ * every resource, in one result sorted the way it is printed. Every hold
+ * is listed, also one past its grace that no acquirer swept yet (marked);
+ * waiters past the grace are gone for everyone, so not listed.
+ */
+static bool query_parties(lr_db *db, const char *where, bool named)
+{
+	struct lr_sb sb;
+	bool ok;
+
+	lr_sb_init(&sb);
+	lr_sb_printf(&sb,
+	             "SELECT h.resource, 0, h.permits, h.fence, g.id, g.host, g.pid, g.os_user, "
+	             "g.command, DATE_FORMAT(g.acquired_at, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
+	             "DATE_FORMAT(h.expires_at, '%%Y-%%m-%%dT%%H:%%i:%%S.%%fZ'), "
+	             "TIMESTAMPDIFF(MICROSECOND, NOW(6), h.expires_at), "
+	             "TIMESTAMPDIFF(MICROSECOND, g.acquired_at, NOW(6)) "
+	             "FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id "
+	             "JOIN lr_resources r ON r.name = h.resource %s "
+	             "UNION ALL "
+	             "SELECT w.resource, 1, w.permits, w.ticket, w.request_id, w.host, w.pid, "
+	             "w.os_user, w.command, DATE_FORMAT(w.since, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
+	             "DATE_FORMAT(w.expires_at, '%%Y-%%m-%%dT%%H:%%i:%%S.%%fZ'), "
+	             "TIMESTAMPDIFF(MICROSECOND, NOW(6), w.expires_at), "
+	             "TIMESTAMPDIFF(MICROSECOND, w.since, NOW(6)) "
+	             "FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource "
+	             "%s%s w.expires_at > NOW(6) - " LR_SQL_GRACE " ORDER BY 1, 2, 4",
+	             where, where, named ? " AND" : "WHERE");
+	ok = lr_db_query(db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	return ok;
+}
+
+static void json_party(FILE *out, MYSQL_ROW h, unsigned pos)
+{
+	double left = strtod(h[C_LEFT_US], NULL) / 1e6;
+	double age = strtod(h[C_AGE_US], NULL) / 1e6;
+
+	if (h[C_TYPE][0] == '0')
+		fprintf(out,
+		        "%s{\"grant\":%s,\"permits\":%s,\"token\":%s,\"host\":", pos ? "," : "",
+		        h[C_ID], h[C_PERMITS], h[C_ORDER]);
+	else {
+		fprintf(out, "%s{\"request\":", pos ? "," : "");
+		lr_report_json(out, h[C_ID]);
+		fprintf(out, ",\"position\":%u,\"permits\":%s,\"ticket\":%s,\"host\":", pos + 1,
+		        h[C_PERMITS], h[C_ORDER]);
+	}
+	lr_report_json(out, h[C_HOST]);
+	fprintf(out, ",\"pid\":%s,\"user\":", h[C_PID]);
+	lr_report_json(out, h[C_USER]);
+	fputs(",\"command\":", out);
+	lr_report_json(out, h[C_CMD]);
+	fprintf(out, ",\"since\":\"%s\",\"expires\":\"%s\"", h[C_SINCE], h[C_EXPIRES]);
+	if (h[C_TYPE][0] == '0')
+		fprintf(out,
+		        ",\"held_s\":%.3f,\"remaining_s\":%.3f,\"expired\":%s,\"sweepable\":%s}",
+		        age, left, left <= 0 ? "true" : "false",
+		        left * 1000 <= -LR_SWEEP_GRACE_MS ? "true" : "false");
+	else
+		fprintf(out, ",\"waited_s\":%.3f,\"expired\":%s}", age,
+		        left <= 0 ? "true" : "false");
+}
+
+/* Two lines, each within 80 columns whatever the names; stored text is
+ * shown escaped, so no row can send a terminal escape to the operator's
+ * screen. */
+static void text_party(FILE *out, MYSQL_ROW h, unsigned pos)
+{
+	double left = strtod(h[C_LEFT_US], NULL) / 1e6;
+	double age = strtod(h[C_AGE_US], NULL) / 1e6;
+	char d1[32], d2[32];
+
+	if (h[C_TYPE][0] == '0')
+		fputs("  holder ", out);
+	else
+		fprintf(out, "  waiter %u: ", pos + 1);
+	lr_report_show(out, h[C_HOST], 16, 0);
+	fprintf(out, ":%s ", h[C_PID]);
+	lr_report_show(out, h[C_USER], 10, 0);
+	if (h[C_TYPE][0] == '0' && left <= 0)
+		/* Still counted as used within the grace: see LR_SWEEP_GRACE_MS. */
+		fprintf(out, ", held %s, token %s, EXPIRED %s ago, not swept\n",
+		        lr_duration_format(age, d1, sizeof(d1)), h[C_ORDER],
+		        lr_duration_format(left, d2, sizeof(d2)));
+	else if (h[C_TYPE][0] == '0')
+		fprintf(out, ", held %s, token %s, lease %s left\n",
+		        lr_duration_format(age, d1, sizeof(d1)), h[C_ORDER],
+		        lr_duration_format(left, d2, sizeof(d2)));
+	else
+		fprintf(out, ", waiting %s, %s permit%s\n", lr_duration_format(age, d1, sizeof(d1)),
+		        h[C_PERMITS], strcmp(h[C_PERMITS], "1") ? "s" : "");
+	fprintf(out, "    since %s  ", h[C_SINCE]);
+	lr_report_show(out, h[C_CMD], 48, 0);
+	fputc('\n', out);
+}
+
+/* The resource list with holders and waiters, as text or JSON. */
+static bool print_people(lr_db *db, const char *where, bool named, const struct res_row *res,
+                         size_t nres, bool json, FILE *out)
+{
+	MYSQL_ROW pending = NULL;
+
+	if (!query_parties(db, where, named))
+		return false;
+	if (json)
+		fputs("{\"resources\":[", out);
+	for (size_t i = 0; i < nres; i++) {
+		const struct res_row *r = &res[i];
+		char buf[64];
+		int section = -1; /* the JSON array open: 0 holders, 1 waiters */
+		unsigned pos = 0;
+		if (json) {
+			fprintf(out, "%s{\"name\":", i ? "," : "");
+			lr_report_json(out, lr_report_name(r->name, r->kind));
+			fputs(",\"kind\":", out);
+			lr_report_json(out, r->kind);
+			fprintf(out,
+			        ",\"capacity\":%lu,\"used\":%llu,\"fence\":%llu,\"expired_holds\":%llu",
+			        r->capacity, r->used, r->fence, r->expired);
+		} else {
+			lr_report_show(out, lr_report_name(r->name, r->kind), SIZE_MAX, 32);
+			fprintf(out, " %-9s %s", r->kind, used_text(r, buf, sizeof(buf)));
+			if (r->expired)
+				fprintf(out, ", %llu expired", r->expired);
+			fputc('\n', out);
+		}
+		/* Rows come sorted by resource: walk them alongside. Stored rows
+		 * stay valid until the result is freed. */
+		if (!pending)
+			pending = lr_db_fetch(db);
+		/* Skip rows of resources that appeared between the two queries. */
+		while (pending && strcmp(pending[C_RES], r->name) < 0)
+			pending = lr_db_fetch(db);
+		for (; pending && strcmp(pending[C_RES], r->name) == 0; pending = lr_db_fetch(db)) {
+			int type = pending[C_TYPE][0] - '0';
+			if (section != type) {
+				if (json)
+					fputs(section < 0 && type == 1
+					          ? ",\"holders\":[],\"waiters\":["
+					      : section < 0 ? ",\"holders\":["
+					                    : "],\"waiters\":[",
+					      out);
+				section = type;
+				pos = 0;
+			}
+			if (json)
+				json_party(out, pending, pos);
+			else
+				text_party(out, pending, pos);
+			pos++;
+		}
+		if (json)
+			fputs(section < 0    ? ",\"holders\":[],\"waiters\":[]}"
+			      : section == 0 ? "],\"waiters\":[]}"
+			                     : "]}",
+			      out);
+	}
+	if (json)
+		fputs("]}\n", out);
+	return true;
+}
+
+/* A label value in the exposition format: \, " and newline escaped. */
+static void prom_label(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fprintf(out, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", out);
+		else
+			fputc(*s, out);
+	}
+}
+
+static void prom_head(FILE *out, const char *metric, const char *help)
+{
+	fprintf(out, "# HELP lockrun_%s %s\n# TYPE lockrun_%s gauge\n", metric, help, metric);
+}
+
+/* The end reasons of lr_grants.end_reason, in the schema's order. */
+static const char *const reasons[] = {"exited",       "signaled", "lost",           "expired",
+                                      "spawn_failed", "aborted",  "force_released", "skipped"};
+#define NREASONS (sizeof(reasons) / sizeof(reasons[0]))
+
+/*
+ * The Prometheus text exposition format (version 0.0.4), for
+ * node_exporter's textfile collector: one gauge family per figure, one
+ * series per resource, and the grants that ended in the last hour per
+ * resource and end reason (every reason, zeros included, so alert rules
+ * never meet a missing series). Two more queries.
+ */
+static bool print_prometheus(lr_db *db, const char *where, const struct res_row *res, size_t nres,
+                             FILE *out)
+{
+	static const struct {
+		const char *metric, *help;
+	} fams[] = {
+	    {"resource_capacity", "Permits the resource has (a mutex 1, a read-write lock "
+	                          "2147483647)."},
+	    {"resource_used", "Permits held by live leases (expired within the 5 s grace "
+	                      "included, as acquirers count them)."},
+	    {"resource_holders", "Grants holding the resource."},
+	    {"resource_waiters", "Requests queued for the resource."},
+	    {"resource_oldest_wait_seconds", "How long the longest-waiting request has waited."},
+	    {"resource_expired_holds", "Holds whose lease expired but that nobody swept yet."},
+	    {"resource_fence", "The last fencing token handed out."},
+	};
+	unsigned long long *ended = NULL;
+	struct lr_sb sb;
+	MYSQL_ROW row;
+	bool ok = false;
+
+	lr_sb_init(&sb);
+	ended = calloc(nres * NREASONS + 1, sizeof(*ended));
+	if (!ended)
+		goto out;
+	lr_sb_printf(&sb,
+	             "SELECT i.resource, g.end_reason, COUNT(*) FROM lr_grants g "
+	             "JOIN lr_grant_items i ON i.grant_id = g.id "
+	             "JOIN lr_resources r ON r.name = i.resource %s%s "
+	             "g.ended_at > NOW(6) - INTERVAL 1 HOUR GROUP BY 1, 2 ORDER BY 1, 2",
+	             where, *where ? " AND" : "WHERE");
+	if (!lr_db_query(db, lr_sb_str(&sb)))
+		goto out;
+	while ((row = lr_db_fetch(db))) {
+		for (size_t i = 0; i < nres; i++) {
+			if (strcmp(res[i].name, row[0]) != 0)
+				continue;
+			for (size_t k = 0; k < NREASONS; k++)
+				if (row[1] && strcmp(row[1], reasons[k]) == 0)
+					ended[i * NREASONS + k] = strtoull(row[2], NULL, 10);
+		}
+	}
+	for (size_t f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
+		prom_head(out, fams[f].metric, fams[f].help);
+		for (size_t i = 0; i < nres; i++) {
+			const struct res_row *r = &res[i];
+			fprintf(out, "lockrun_%s{resource=\"", fams[f].metric);
+			prom_label(out, r->name);
+			fprintf(out, "\",kind=\"%s\"} ", r->kind);
+			switch (f) {
+			case 0:
+				fprintf(out, "%lu\n", r->capacity);
+				break;
+			case 1:
+				fprintf(out, "%llu\n", r->used);
+				break;
+			case 2:
+				fprintf(out, "%llu\n", r->holders);
+				break;
+			case 3:
+				fprintf(out, "%llu\n", r->waiters);
+				break;
+			case 4:
+				fprintf(out, "%.3f\n", r->oldest_wait);
+				break;
+			case 5:
+				fprintf(out, "%llu\n", r->expired);
+				break;
+			default:
+				fprintf(out, "%llu\n", r->fence);
+				break;
+			}
+		}
+	}
+	prom_head(out, "grants_ended_last_hour",
+	          "Grants of the resource that ended in the last hour, by end reason.");
+	for (size_t i = 0; i < nres; i++) {
+		for (size_t k = 0; k < NREASONS; k++) {
+			fputs("lockrun_grants_ended_last_hour{resource=\"", out);
+			prom_label(out, res[i].name);
+			fprintf(out, "\",kind=\"%s\",reason=\"%s\"} %llu\n", res[i].kind,
+			        reasons[k], ended[i * NREASONS + k]);
+		}
+	}
+	if (!lr_db_query(db, "SELECT UNIX_TIMESTAMP(NOW(6))") || !(row = lr_db_fetch(db)))
+		goto out;
+	prom_head(out, "status_time_seconds",
+	          "When these figures were read, by the database server's clock.");
+	fprintf(out, "lockrun_status_time_seconds %s\n", row[0]);
+	ok = true;
+out:
+	free(ended);
+	lr_sb_finish(&sb);
+	return ok;
+}
+
+/*
+ * Prints resources with their live holders and waiters: as text for
+ * people (fits 80 columns), JSON for programs, or the Prometheus format.
+ * A snapshot read: status decides nothing. Two or three queries.
+ */
+bool lr_status_print(lr_db *db, const char *name, enum lr_status_format fmt, FILE *out, bool *found,
+                     char *err, size_t errlen)
+{
+	struct lr_sb where;
+	struct res_row *res = NULL;
+	size_t nres = 0;
+	bool ok = false;
+
+	*found = false;
+	lr_sb_init(&where);
+	if (name) {
+		lr_sb_puts(&where, "WHERE (r.name = ");
+		lr_db_sb_quote(db, &where, name);
+		lr_sb_puts(&where, " OR r.name = CONCAT('id:', ");
+		lr_db_sb_quote(db, &where, name);
+		lr_sb_puts(&where, "))");
+	}
+	if (!load_resources(db, lr_sb_str(&where), &res, &nres))
+		goto fail;
+	*found = nres > 0;
+	if (fmt == LR_STATUS_PROMETHEUS)
+		ok = print_prometheus(db, lr_sb_str(&where), res, nres, out);
+	else
+		ok = print_people(db, lr_sb_str(&where), name != NULL, res, nres,
+		                  fmt == LR_STATUS_JSON, out);
+	if (ok)
+		goto out;
+fail:
+	snprintf(err, errlen, "%s", lr_db_errno(db) ? lr_db_error(db) : "out of memory");
+out:
+	free_rows(res, nres);
+	lr_sb_finish(&where);
+	return ok;
+}

@@ -1,0 +1,16 @@
+/* lockrunctl status: resources, their holders and waiters, now. */
+#ifndef LR_STATUS_H
+#define LR_STATUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "db.h"
+
+enum lr_status_format { LR_STATUS_TEXT, LR_STATUS_JSON, LR_STATUS_PROMETHEUS };
+
+bool lr_status_print(lr_db *db, const char *name, enum lr_status_format fmt, FILE *out, bool *found,
+                     char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,312 @@
+#include "sweep.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock.h"
+#include "strbuf.h"
+#include "txn.h"
+
+/* Reads one column of ids (or names) into sb as an SQL list "a, b, c";
+ * returns how many. */
+static size_t id_list(lr_db *db, struct lr_sb *sb, bool quote)
+{
+	MYSQL_ROW row;
+	size_t n = 0;
+
+	lr_sb_reset(sb);
+	while ((row = lr_db_fetch(db))) {
+		lr_sb_puts(sb, n ? ", " : "");
+		if (quote)
+			lr_db_sb_quote(db, sb, row[0]);
+		else
+			lr_sb_puts(sb, row[0]);
+		n++;
+	}
+	return n;
+}
+
+struct res_sweep {
+	const char *name;
+	struct lr_sweep_counts *c;
+	size_t holds, waiters; /* rows this transaction removed */
+};
+
+/*
+ * One resource's expired holds and dead queue places, at most a batch of
+ * each, in one short transaction: the resource row is locked first (as
+ * every lockrun transaction locks it), then the expired hold rows, so a
+ * late renewal waits and then finds its hold gone. Each grant is closed
+ * as expired at its hold's expiry, as lr_sweep does inside an acquire.
+ */
+static enum lr_txn resource_txn(lr_db *db, void *arg)
+{
+	struct res_sweep *s = arg;
+	struct lr_sb sb, q, ids;
+	enum lr_txn r = LR_TXN_DBERROR;
+	uint64_t ended = 0;
+
+	s->holds = s->waiters = 0;
+	lr_sb_init(&sb);
+	lr_sb_init(&q);
+	lr_sb_init(&ids);
+	lr_db_sb_quote(db, &q, s->name);
+	lr_sb_printf(&sb, "SELECT 1 FROM lr_resources WHERE name = %s FOR UPDATE", lr_sb_str(&q));
+	if (!lr_db_query(db, lr_sb_str(&sb)))
+		goto out;
+	lr_sb_reset(&sb);
+	lr_sb_printf(&sb,
+	             "SELECT grant_id FROM lr_holds WHERE resource = %s "
+	             "AND expires_at <= NOW(6) - " LR_SQL_GRACE " ORDER BY expires_at LIMIT %d "
+	             "FOR UPDATE",
+	             lr_sb_str(&q), LR_SWEEP_BATCH);
+	if (!lr_db_query(db, lr_sb_str(&sb)))
+		goto out;
+	if (id_list(db, &ids, false)) {
+		lr_sb_reset(&sb);
+		lr_sb_printf(&sb,
+		             "UPDATE lr_grants g JOIN lr_holds h ON h.grant_id = g.id "
+		             "AND h.resource = %s SET g.ended_at = h.expires_at, "
+		             "g.end_reason = 'expired' WHERE g.id IN (%s) AND g.ended_at IS NULL",
+		             lr_sb_str(&q), lr_sb_str(&ids));
+		if (!lr_db_query(db, lr_sb_str(&sb)))
+			goto out;
+		ended = lr_db_affected_rows(db);
+		lr_sb_reset(&sb);
+		/* The delete trigger lowers lr_resources.used. */
+		lr_sb_printf(&sb, "DELETE FROM lr_holds WHERE resource = %s AND grant_id IN (%s)",
+		             lr_sb_str(&q), lr_sb_str(&ids));
+		if (!lr_db_query(db, lr_sb_str(&sb)))
+			goto out;
+		s->holds = lr_db_affected_rows(db);
+	}
+	lr_sb_reset(&sb);
+	lr_sb_printf(&sb,
+	             "DELETE FROM lr_waiters WHERE resource = %s "
+	             "AND expires_at <= NOW(6) - " LR_SQL_GRACE " ORDER BY expires_at LIMIT %d",
+	             lr_sb_str(&q), LR_SWEEP_BATCH);
+	if (!lr_db_query(db, lr_sb_str(&sb)))
+		goto out;
+	s->waiters = lr_db_affected_rows(db);
+	s->c->expired += ended;
+	r = LR_TXN_COMMIT;
+out:
+	lr_sb_finish(&sb);
+	lr_sb_finish(&q);
+	lr_sb_finish(&ids);
+	return r;
+}
+
+/* One pass over up to a batch of resources with a hold or a queue place
+ * past the grace, each in transactions of its own; *n says how many
+ * resources it found, *removed how many rows it took away. */
+static bool expired_pass(lr_db *db, struct lr_sweep_counts *c, size_t *n,
+                         unsigned long long *removed, char *err, size_t errlen)
+{
+	MYSQL_ROW row;
+	char **names = NULL;
+	bool ok = false;
+
+	*n = 0;
+	*removed = 0;
+	if (!lr_db_queryf(db,
+	                  "SELECT resource FROM lr_holds WHERE expires_at <= NOW(6) - " LR_SQL_GRACE
+	                  " UNION SELECT resource FROM lr_waiters "
+	                  "WHERE expires_at <= NOW(6) - " LR_SQL_GRACE " ORDER BY 1 LIMIT %d",
+	                  LR_SWEEP_BATCH)) {
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		return false;
+	}
+	names = calloc(lr_db_num_rows(db) + 1, sizeof(*names));
+	if (!names)
+		goto oom;
+	while ((row = lr_db_fetch(db)))
+		if (!(names[(*n)++] = strdup(row[0])))
+			goto oom;
+	for (size_t i = 0; i < *n; i++) {
+		struct res_sweep s = {.name = names[i], .c = c};
+		do {
+			if (lr_txn_run(db, resource_txn, &s, err, errlen) != LR_TXN_COMMIT)
+				goto out;
+			c->transactions++;
+			c->holds += s.holds;
+			c->waiters += s.waiters;
+			*removed += s.holds + s.waiters;
+		} while (s.holds == LR_SWEEP_BATCH || s.waiters == LR_SWEEP_BATCH);
+	}
+	ok = true;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	for (size_t i = 0; names && i < *n; i++)
+		free(names[i]);
+	free(names);
+	return ok;
+}
+
+/* Ends what expired, a batch of resources at a time, until a pass finds
+ * fewer than a batch, or removes nothing (rows another sweep took). */
+static bool sweep_expired(lr_db *db, struct lr_sweep_counts *c, char *err, size_t errlen)
+{
+	unsigned long long removed;
+	size_t n;
+
+	do {
+		if (!expired_pass(db, c, &n, &removed, err, errlen))
+			return false;
+	} while (n == LR_SWEEP_BATCH && removed);
+	return true;
+}
+
+struct batch {
+	const char *ids;
+	unsigned long long retention_s;
+	struct lr_sweep_counts *c;
+	uint64_t done;
+};
+
+/*
+ * Open grants that hold nothing: their lockrun cannot renew them (a
+ * renewal extends holds), so they are over; ended as expired at the end
+ * of their last lease. Only once that lease is a minute past, so a grant
+ * whose acquire is still committing is never touched.
+ */
+static enum lr_txn orphan_txn(lr_db *db, void *arg)
+{
+	struct batch *b = arg;
+
+	if (!lr_db_queryf(db,
+	                  "UPDATE lr_grants g SET g.end_reason = 'expired', g.ended_at = "
+	                  "LEAST(UTC_TIMESTAMP(6), COALESCE(g.renewed_at, g.acquired_at) "
+	                  "+ INTERVAL g.ttl_ms * 1000 MICROSECOND) "
+	                  "WHERE g.id IN (%s) AND g.ended_at IS NULL "
+	                  "AND NOT EXISTS (SELECT 1 FROM lr_holds h WHERE h.grant_id = g.id)",
+	                  b->ids))
+		return LR_TXN_DBERROR;
+	b->done = lr_db_affected_rows(db);
+	return LR_TXN_COMMIT;
+}
+
+/* Finished log entries past the retention, with their items. A grant of
+ * a --once-per window that is still open is kept whatever its age: it
+ * is what says the window's run is done. */
+static enum lr_txn purge_txn(lr_db *db, void *arg)
+{
+	struct batch *b = arg;
+
+	if (!lr_db_queryf(db, "DELETE FROM lr_grant_items WHERE grant_id IN (%s)", b->ids))
+		return LR_TXN_DBERROR;
+	b->c->items_deleted += lr_db_affected_rows(db);
+	if (!lr_db_queryf(db,
+	                  "DELETE FROM lr_grants WHERE id IN (%s) AND ended_at < NOW(6) - "
+	                  "INTERVAL %llu SECOND",
+	                  b->ids, b->retention_s))
+		return LR_TXN_DBERROR;
+	b->done = lr_db_affected_rows(db);
+	return LR_TXN_COMMIT;
+}
+
+static enum lr_txn audit_txn(lr_db *db, void *arg)
+{
+	struct batch *b = arg;
+
+	if (!lr_db_queryf(db,
+	                  "DELETE FROM lr_capacity_audit WHERE changed_at < NOW(6) - "
+	                  "INTERVAL %d DAY ORDER BY id LIMIT %d",
+	                  LR_SWEEP_AUDIT_DAYS, LR_SWEEP_BATCH))
+		return LR_TXN_DBERROR;
+	b->done = lr_db_affected_rows(db);
+	return LR_TXN_COMMIT;
+}
+
+/*
+ * Runs fn over batches of ids that `select` (a query of one column,
+ * LIMIT LR_SWEEP_BATCH) finds, until a batch comes back empty; adds what
+ * fn reports done to *count. A batch another sweep took meanwhile does
+ * nothing here and the next select moves on.
+ */
+static bool batches(lr_db *db, const char *select, lr_txn_fn fn, struct batch *b,
+                    unsigned long long *count, char *err, size_t errlen)
+{
+	struct lr_sb ids;
+	bool ok = false;
+	int idle = 0;
+
+	lr_sb_init(&ids);
+	/* A batch that changed nothing was another sweep's; a few of those
+	 * in a row can only be rows this one cannot change: stop. */
+	while (idle < 3) {
+		size_t n;
+		if (!lr_db_query(db, select)) {
+			snprintf(err, errlen, "%s", lr_db_error(db));
+			break;
+		}
+		if ((n = id_list(db, &ids, false)) == 0) {
+			ok = true;
+			break;
+		}
+		b->ids = lr_sb_str(&ids);
+		if (lr_txn_run(db, fn, b, err, errlen) != LR_TXN_COMMIT)
+			break;
+		b->c->transactions++;
+		*count += b->done;
+		idle = b->done ? 0 : idle + 1;
+	}
+	if (idle >= 3)
+		ok = true;
+	lr_sb_finish(&ids);
+	return ok;
+}
+
+/*
+ * The whole sweep: expired holds and dead queue places (per resource),
+ * open grants without holds, then the log entries older than
+ * retention_s and the audit rows older than 30 days, in batches of at
+ * most LR_SWEEP_BATCH rows per transaction. Every step is idempotent and
+ * safe beside another sweep: a row taken by the other one is simply no
+ * longer found. Deadlocks and lock wait timeouts rerun the transaction.
+ */
+bool lr_sweep_run(lr_db *db, unsigned long long retention_s, struct lr_sweep_counts *c, char *err,
+                  size_t errlen)
+{
+	struct batch b = {.retention_s = retention_s, .c = c};
+	struct lr_sb sel;
+	bool ok = false;
+
+	memset(c, 0, sizeof(*c));
+	lr_sb_init(&sel);
+	if (!sweep_expired(db, c, err, errlen))
+		goto out;
+	lr_sb_printf(&sel,
+	             "SELECT g.id FROM lr_grants g WHERE g.ended_at IS NULL "
+	             "AND COALESCE(g.renewed_at, g.acquired_at) + INTERVAL g.ttl_ms * 1000 "
+	             "MICROSECOND < NOW(6) - INTERVAL 60 SECOND "
+	             "AND NOT EXISTS (SELECT 1 FROM lr_holds h WHERE h.grant_id = g.id) "
+	             "ORDER BY g.id LIMIT %d",
+	             LR_SWEEP_BATCH);
+	if (!batches(db, lr_sb_str(&sel), orphan_txn, &b, &c->orphans, err, errlen))
+		goto out;
+	lr_sb_reset(&sel);
+	lr_sb_printf(&sel,
+	             "SELECT id FROM lr_grants WHERE ended_at < NOW(6) - INTERVAL %llu SECOND "
+	             "AND (once_window IS NULL OR once_window + INTERVAL once_period_ms * 1000 "
+	             "MICROSECOND <= NOW(6)) ORDER BY ended_at LIMIT %d",
+	             retention_s, LR_SWEEP_BATCH);
+	if (!batches(db, lr_sb_str(&sel), purge_txn, &b, &c->grants_deleted, err, errlen))
+		goto out;
+	for (;;) {
+		b.done = 0;
+		if (lr_txn_run(db, audit_txn, &b, err, errlen) != LR_TXN_COMMIT)
+			goto out;
+		c->transactions++;
+		c->audit_deleted += b.done;
+		if (b.done < LR_SWEEP_BATCH)
+			break;
+	}
+	ok = true;
+out:
+	lr_sb_finish(&sel);
+	return ok;
+}

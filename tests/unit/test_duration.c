@@ -1,0 +1,58 @@
+/* DURATION arguments: what is accepted, what is refused, and how
+ * durations print. */
+#include <stdlib.h>
+
+#include "duration.h"
+#include "tap.h"
+
+static void accepts(const char *s, unsigned long long want)
+{
+	unsigned long long got = 12345;
+
+	ok(lr_duration_parse(s, 100ULL * 365 * 86400, &got) && got == want,
+	   "'%s' is %llu s (got %llu)", s, want, got);
+}
+
+static void refuses(const char *s)
+{
+	unsigned long long got = 12345;
+
+	ok(!lr_duration_parse(s, 100ULL * 365 * 86400, &got) && got == 12345, "'%s' is refused", s);
+}
+
+int main(void)
+{
+	char buf[32];
+
+	accepts("0", 0);
+	accepts("30", 30);
+	accepts("30s", 30);
+	accepts("5m", 300);
+	accepts("2h", 7200);
+	accepts("7d", 604800);
+	accepts("36500d", 36500ULL * 86400);
+	refuses("");
+	refuses("s");
+	refuses("-1");
+	refuses("+1");
+	refuses(" 1");
+	refuses("1 ");
+	refuses("1.5d");
+	refuses("1w");
+	refuses("1dd");
+	refuses("1ms");
+	refuses("36501d");
+	refuses("99999999999999999999999");
+	is_str(lr_duration_format(0.04, buf, sizeof(buf)), "0.0s", "tenths below a second");
+	is_str(lr_duration_format(0.94, buf, sizeof(buf)), "0.9s", "0.94 s");
+	is_str(lr_duration_format(1.4, buf, sizeof(buf)), "1s", "whole seconds from one");
+	is_str(lr_duration_format(-12.2, buf, sizeof(buf)), "12s", "negative as its magnitude");
+	is_str(lr_duration_format(192, buf, sizeof(buf)), "3m12s", "minutes and seconds");
+	is_str(lr_duration_format(300, buf, sizeof(buf)), "5m", "no zero second unit");
+	is_str(lr_duration_format(5 * 3600 + 180 + 59, buf, sizeof(buf)), "5h3m",
+	       "two units at most");
+	is_str(lr_duration_format(7 * 86400, buf, sizeof(buf)), "7d", "days");
+	is_str(lr_duration_format(2 * 86400 + 4 * 3600, buf, sizeof(buf)), "2d4h",
+	       "days and hours");
+	return tap_done();
+}
