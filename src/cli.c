@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "duration.h"
 #include "exitcodes.h"
 
 enum {
@@ -140,44 +141,13 @@ static bool seconds(const char *opt, const char *v, double lo, double hi, double
 	return true;
 }
 
-/*
- * A DURATION: a decimal number of seconds, or of the unit its suffix
- * names (s, m, h, d: 90, 1.5m, 5m, 2h, 7d). Into seconds; no range check.
- */
-bool lr_cli_duration(const char *v, double *out)
-{
-	static const struct {
-		char unit;
-		double secs;
-	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
-	char *end;
-	double d;
-
-	if (!*v || *v == '-' || *v == '+' || strpbrk(v, "xXnNeEpP") || *v == '.')
-		return false;
-	errno = 0;
-	d = strtod(v, &end);
-	if (errno || end == v || !isfinite(d))
-		return false;
-	if (*end) {
-		size_t i;
-		for (i = 0; i < sizeof(units) / sizeof(units[0]) && units[i].unit != *end; i++)
-			;
-		if (i == sizeof(units) / sizeof(units[0]) || end[1])
-			return false;
-		d *= units[i].secs;
-	}
-	*out = d;
-	return true;
-}
-
 /* A DURATION option within lo..hi seconds, in whole milliseconds. */
 static bool duration_ms(const char *opt, const char *v, double lo, double hi, uint64_t *out,
                         char *err, size_t errlen)
 {
 	double d;
 
-	if (!lr_cli_duration(v, &d) || d < lo || d > hi) {
+	if (!lr_duration_parse(v, hi, &d) || d < lo) {
 		snprintf(err, errlen,
 		         "%s: '%s' is not a duration of %g s to %g d (e.g. 90, 30s, 5m, 2h, 1d)",
 		         opt, v, lo, hi / 86400);

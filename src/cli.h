@@ -39,7 +39,6 @@ struct lr_cli {
 #define LR_ONCE_MAX_S     (366.0 * 86400)
 #define LR_MIN_HOLD_MAX_S 86400.0
 
-bool lr_cli_duration(const char *v, double *seconds);
 void lr_cli_init(struct lr_cli *cli);
 void lr_cli_finish(struct lr_cli *cli);
 bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t errlen);

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
@@ -407,19 +408,21 @@ static int cmd_sweep(struct ctl *c, int argc, char **argv)
 		printf(
 		    "{\"expired_grants\":%llu,\"expired_holds\":%llu,\"dead_waiters\":%llu,"
 		    "\"orphan_grants\":%llu,\"grants_deleted\":%llu,\"grant_items_deleted\":%llu,"
-		    "\"audit_deleted\":%llu,\"retention_s\":%llu,\"transactions\":%llu}\n",
+		    "\"audit_deleted\":%llu,\"once_deleted\":%llu,\"retention_s\":%llu,"
+		    "\"transactions\":%llu}\n",
 		    n.expired, n.holds, n.waiters, n.orphans, n.grants_deleted, n.items_deleted,
-		    n.audit_deleted, keep, n.transactions);
+		    n.audit_deleted, n.once_deleted, keep, n.transactions);
 	else if (c->verbosity >= 0)
 		printf("ended %llu expired grant%s (%llu hold%s and %llu dead queue place%s "
 		       "removed) and %llu open grant%s holding nothing\n"
-		       "deleted %llu log entr%s that ended more than %s ago and %llu audit "
-		       "row%s older than %d days\n",
+		       "deleted %llu log entr%s that ended more than %s ago, %llu audit "
+		       "row%s older than %d days and %llu --once-per completion%s past use\n",
 		       n.expired, n.expired == 1 ? "" : "s", n.holds, n.holds == 1 ? "" : "s",
 		       n.waiters, n.waiters == 1 ? "" : "s", n.orphans, n.orphans == 1 ? "" : "s",
 		       n.grants_deleted, n.grants_deleted == 1 ? "y" : "ies",
 		       lr_duration_format((double)keep, d, sizeof(d)), n.audit_deleted,
-		       n.audit_deleted == 1 ? "" : "s", LR_SWEEP_AUDIT_DAYS);
+		       n.audit_deleted == 1 ? "" : "s", LR_SWEEP_AUDIT_DAYS, n.once_deleted,
+		       n.once_deleted == 1 ? "" : "s");
 	return LR_EXIT_OK;
 }
 
@@ -625,7 +628,8 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 static bool take_option(struct ctl *c, int opt, const char *arg)
 {
 	/* 100 years: beyond any retention, and far from overflow. */
-	const unsigned long long max_s = 100ULL * 365 * 86400;
+	const double max_s = 100.0 * 365 * 86400;
+	double d;
 	unsigned long long v;
 
 	switch (opt) {
@@ -636,14 +640,18 @@ static bool take_option(struct ctl *c, int opt, const char *arg)
 		return true;
 	case 'S':
 		c->given |= O_SINCE;
-		if (lr_duration_parse(arg, max_s, &c->since) && c->since > 0)
+		if (lr_duration_parse(arg, max_s, &d) && d > 0) {
+			c->since = (unsigned long long)ceil(d);
 			return true;
+		}
 		lr_log_error("--since: invalid duration '%s': use e.g. 90, 30s, 5m, 2h or 7d", arg);
 		return false;
 	case 'R':
 		c->given |= O_RETENTION;
-		if (lr_duration_parse(arg, max_s, &c->retention))
+		if (lr_duration_parse(arg, max_s, &d)) {
+			c->retention = (unsigned long long)ceil(d);
 			return true;
+		}
 		lr_log_error("--retention: invalid duration '%s': use e.g. 12h, 7d or 90d", arg);
 		return false;
 	case 'L':

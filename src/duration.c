@@ -1,47 +1,50 @@
 #include "duration.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 /*
- * Parses DURATION into whole seconds: digits, then at most one unit
- * letter. Nothing else is accepted (no sign, no space, no fraction), so
- * a typo is an error rather than a surprise. False past max_s.
+ * Parses DURATION, as lockrun and lockrunctl take it: a decimal number,
+ * a fraction allowed, then at most one unit letter, s (the default), m,
+ * h or d ("90", "30s", "1.5m", "2h", "7d"). No sign, space, exponent,
+ * hex, infinity or NaN, so a typo is an error rather than a surprise.
+ * False past max_s seconds.
  */
-bool lr_duration_parse(const char *s, unsigned long long max_s, unsigned long long *out_s)
+bool lr_duration_parse(const char *s, double max_s, double *out_s)
 {
-	unsigned long long v = 0, unit = 1;
+	static const struct {
+		char unit;
+		double secs;
+	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
 	const char *p = s;
+	char *end;
+	double d;
+	size_t i;
 
-	if (*p < '0' || *p > '9')
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (p == s || (*p == '.' && !(p[1] >= '0' && p[1] <= '9')))
 		return false;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (v > max_s)
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			;
+	errno = 0;
+	d = strtod(s, &end);
+	if (errno || end != p || !isfinite(d))
+		return false;
+	if (*p) {
+		for (i = 0; i < sizeof(units) / sizeof(units[0]) && units[i].unit != *p; i++)
+			;
+		if (i == sizeof(units) / sizeof(units[0]) || p[1])
 			return false;
-		v = v * 10 + (unsigned)(*p - '0');
+		d *= units[i].secs;
 	}
-	switch (*p) {
-	case '\0':
-	case 's':
-		break;
-	case 'm':
-		unit = 60;
-		break;
-	case 'h':
-		unit = 3600;
-		break;
-	case 'd':
-		unit = 86400;
-		break;
-	default:
+	if (d > max_s)
 		return false;
-	}
-	if (*p && p[1])
-		return false;
-	if (v > max_s / unit)
-		return false;
-	*out_s = v * unit;
+	*out_s = d;
 	return true;
 }
 

@@ -1,7 +1,8 @@
 /*
- * Durations as people write them on lockrunctl's command line: a whole
- * number with an optional unit, s (the default), m, h or d: "30", "30s",
- * "5m", "2h", "7d". And back, for output: "3m12s", "1.5s", "2d4h".
+ * Durations as people write them on lockrun's and lockrunctl's command
+ * lines: a decimal number with an optional unit, s (the default), m, h or
+ * d: "30", "30s", "1.5m", "2h", "7d". And back, for output: "3m12s",
+ * "0.4s", "2d4h".
  */
 #ifndef LR_DURATION_H
 #define LR_DURATION_H
@@ -9,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-bool lr_duration_parse(const char *s, unsigned long long max_s, unsigned long long *out_s);
+bool lr_duration_parse(const char *s, double max_s, double *out_s);
 const char *lr_duration_format(double secs, char *buf, size_t len);
 
 #endif

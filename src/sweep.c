@@ -208,17 +208,31 @@ static enum lr_txn purge_txn(lr_db *db, void *arg)
 	return LR_TXN_COMMIT;
 }
 
-static enum lr_txn audit_txn(lr_db *db, void *arg)
+/* One bounded DELETE, b->ids being the whole statement here. */
+static enum lr_txn limited_txn(lr_db *db, void *arg)
 {
 	struct batch *b = arg;
 
-	if (!lr_db_queryf(db,
-	                  "DELETE FROM lr_capacity_audit WHERE changed_at < NOW(6) - "
-	                  "INTERVAL %d DAY ORDER BY id LIMIT %d",
-	                  LR_SWEEP_AUDIT_DAYS, LR_SWEEP_BATCH))
+	if (!lr_db_query(db, b->ids))
 		return LR_TXN_DBERROR;
 	b->done = lr_db_affected_rows(db);
 	return LR_TXN_COMMIT;
+}
+
+/* Runs a DELETE ... LIMIT LR_SWEEP_BATCH, each in its own transaction,
+ * until one takes less than a batch. */
+static bool drain(lr_db *db, const char *del, struct batch *b, unsigned long long *count, char *err,
+                  size_t errlen)
+{
+	do {
+		b->ids = del;
+		b->done = 0;
+		if (lr_txn_run(db, limited_txn, b, err, errlen) != LR_TXN_COMMIT)
+			return false;
+		b->c->transactions++;
+		*count += b->done;
+	} while (b->done >= LR_SWEEP_BATCH);
+	return true;
 }
 
 /*
@@ -296,15 +310,24 @@ bool lr_sweep_run(lr_db *db, unsigned long long retention_s, struct lr_sweep_cou
 	             retention_s, LR_SWEEP_BATCH);
 	if (!batches(db, lr_sb_str(&sel), purge_txn, &b, &c->grants_deleted, err, errlen))
 		goto out;
-	for (;;) {
-		b.done = 0;
-		if (lr_txn_run(db, audit_txn, &b, err, errlen) != LR_TXN_COMMIT)
-			goto out;
-		c->transactions++;
-		c->audit_deleted += b.done;
-		if (b.done < LR_SWEEP_BATCH)
-			break;
-	}
+	lr_sb_reset(&sel);
+	lr_sb_printf(&sel,
+	             "DELETE FROM lr_capacity_audit WHERE changed_at < NOW(6) - "
+	             "INTERVAL %d DAY ORDER BY id LIMIT %d",
+	             LR_SWEEP_AUDIT_DAYS, LR_SWEEP_BATCH);
+	if (!drain(db, lr_sb_str(&sel), &b, &c->audit_deleted, err, errlen))
+		goto out;
+	/* --once-per completions: only what an acquire looks up, kept while
+	 * a clock step back could still reach their window (a day, or three
+	 * windows if longer); the history is in lr_grants. */
+	lr_sb_reset(&sel);
+	lr_sb_printf(&sel,
+	             "DELETE FROM lr_once WHERE window_end < NOW(6) - INTERVAL 1 DAY "
+	             "AND window_end < NOW(6) - INTERVAL 3 * period_ms * 1000 MICROSECOND "
+	             "ORDER BY window_end LIMIT %d",
+	             LR_SWEEP_BATCH);
+	if (!drain(db, lr_sb_str(&sel), &b, &c->once_deleted, err, errlen))
+		goto out;
 	ok = true;
 out:
 	lr_sb_finish(&sel);

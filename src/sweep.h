@@ -24,6 +24,7 @@ struct lr_sweep_counts {
 	unsigned long long grants_deleted; /* finished log entries past the retention */
 	unsigned long long items_deleted;  /* their lr_grant_items rows */
 	unsigned long long audit_deleted;  /* capacity-audit rows past 30 days */
+	unsigned long long once_deleted;   /* --once-per completions past their use */
 	unsigned long long transactions;
 };
 

@@ -62,7 +62,7 @@ insert_grant() {
 		"--since|history --since 5x"
 		"--since|history --since -1d"
 		"--retention|sweep --retention 7w"
-		"--retention|sweep --retention 1.5d"
+		"--retention|sweep --retention 1.5.d"
 		"--limit|history --limit 0"
 		"--limit|history --limit ten"
 		"bad/name|history bad/name"
@@ -393,6 +393,8 @@ prom_strict() {
 	grep -q "lock lost" "$BATS_TEST_TMPDIR/err" || fail "$(cat "$BATS_TEST_TMPDIR/err")"
 	assert_equal "$(sql "SELECT end_reason, released_by IS NOT NULL, released_os_user, released_host = '$(hostname)', release_note
 		FROM lr_grants WHERE id = $g")" "$(printf 'force_released\t1\t%s\t1\tstuck since the network split' "$(id -un)")"
+	# How the zombie's command really ended is kept beside the reason.
+	assert_equal "$(sql "SELECT CONCAT_WS(' ', exit_status, term_signal) FROM lr_grants WHERE id = $g")" 9
 	assert_equal "$(sql "SELECT used FROM lr_resources WHERE name = 'ops-r'")" 0
 }
 
@@ -484,7 +486,7 @@ print(d["grants_deleted"], d["grant_items_deleted"], d["audit_deleted"], d["rete
 	# A shorter retention takes the recent ones too, not the live one.
 	run c sweep --retention 5d
 	assert_success
-	assert_line --index 1 "deleted 10 log entries that ended more than 5d ago and 0 audit rows older than 30 days"
+	assert_line --index 1 "deleted 10 log entries that ended more than 5d ago, 0 audit rows older than 30 days and 0 --once-per completions past use"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 1
 }
 
@@ -574,4 +576,20 @@ print(d["problems"], s["privileges"], s["procedures"], s["schema"])' "$output"
 	# And lockrun indeed cannot lock there.
 	run "$LOCKRUN" -c "$ro_inst/lockrun.conf" -x ro -- true
 	assert_failure
+}
+
+@test "sweep deletes --once-per completions a day and three windows past their window, and keeps the others" {
+	# Windows of 1 h that ended 2 days ago (gone), 20 h ago (kept: a day
+	# back), and of 1 d that ended 2 days ago (kept: three windows back).
+	sql "INSERT INTO lr_once (idem_key, granted_at, grant_id, window_start, period_ms, window_end, done_at) VALUES
+		('old', UTC_TIMESTAMP(6) - INTERVAL 49 HOUR, 1, UTC_TIMESTAMP(6) - INTERVAL 49 HOUR, 3600000,
+		 UTC_TIMESTAMP(6) - INTERVAL 48 HOUR, UTC_TIMESTAMP(6) - INTERVAL 48 HOUR),
+		('day', UTC_TIMESTAMP(6) - INTERVAL 21 HOUR, 2, UTC_TIMESTAMP(6) - INTERVAL 21 HOUR, 3600000,
+		 UTC_TIMESTAMP(6) - INTERVAL 20 HOUR, UTC_TIMESTAMP(6) - INTERVAL 20 HOUR),
+		('long', UTC_TIMESTAMP(6) - INTERVAL 3 DAY, 3, UTC_TIMESTAMP(6) - INTERVAL 3 DAY, 86400000,
+		 UTC_TIMESTAMP(6) - INTERVAL 2 DAY, UTC_TIMESTAMP(6) - INTERVAL 2 DAY)"
+	run c sweep --json
+	assert_success
+	assert_output --partial '"once_deleted":1,'
+	assert_equal "$(sql "SELECT idem_key FROM lr_once ORDER BY idem_key")" "$(printf 'day\nlong')"
 }

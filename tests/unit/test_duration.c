@@ -5,19 +5,19 @@
 #include "duration.h"
 #include "tap.h"
 
-static void accepts(const char *s, unsigned long long want)
+static void accepts(const char *s, double want)
 {
-	unsigned long long got = 12345;
+	double got = 12345;
 
-	ok(lr_duration_parse(s, 100ULL * 365 * 86400, &got) && got == want,
-	   "'%s' is %llu s (got %llu)", s, want, got);
+	ok(lr_duration_parse(s, 100.0 * 365 * 86400, &got) && got == want, "'%s' is %g s (got %g)",
+	   s, want, got);
 }
 
 static void refuses(const char *s)
 {
-	unsigned long long got = 12345;
+	double got = 12345;
 
-	ok(!lr_duration_parse(s, 100ULL * 365 * 86400, &got) && got == 12345, "'%s' is refused", s);
+	ok(!lr_duration_parse(s, 100.0 * 365 * 86400, &got) && got == 12345, "'%s' is refused", s);
 }
 
 int main(void)
@@ -30,14 +30,22 @@ int main(void)
 	accepts("5m", 300);
 	accepts("2h", 7200);
 	accepts("7d", 604800);
-	accepts("36500d", 36500ULL * 86400);
+	accepts("36500d", 36500.0 * 86400);
+	accepts("1.5m", 90);
+	accepts("0.25", 0.25);
+	accepts("1.5d", 1.5 * 86400);
 	refuses("");
 	refuses("s");
 	refuses("-1");
 	refuses("+1");
 	refuses(" 1");
 	refuses("1 ");
-	refuses("1.5d");
+	refuses("1.");
+	refuses(".5");
+	refuses("1e3");
+	refuses("0x10");
+	refuses("inf");
+	refuses("nan");
 	refuses("1w");
 	refuses("1dd");
 	refuses("1ms");
