@@ -774,6 +774,11 @@ BEGIN
        ORDER BY granted_at LIMIT 10;
     END IF;
   END IF;
+  -- Ended already, by a force release or a sweep, while the command ran
+  -- on: the reason stays, and how the command really ended is kept too.
+  UPDATE lr_grants SET exit_status = p_exit_status, term_signal = p_term_signal
+   WHERE id = v_gid AND end_reason IN ('force_released', 'expired')
+     AND exit_status IS NULL AND term_signal IS NULL;
   COMMIT;
   CALL lr_leave(v_sw, v_lwt);
   -- The wake-up, best effort: a sleeper that is gone (1094) or not ours
