@@ -17,6 +17,8 @@ enum {
 	OPT_READ,
 	OPT_WRITE,
 	OPT_NAMED,
+	OPT_LOCAL_QUEUE,
+	OPT_NO_LOCAL_QUEUE,
 };
 
 static const struct option longopts[] = {
@@ -33,6 +35,8 @@ static const struct option longopts[] = {
     {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
     {"on-lost", required_argument, NULL, OPT_ON_LOST},
     {"id", required_argument, NULL, OPT_ID},
+    {"local-queue", no_argument, NULL, OPT_LOCAL_QUEUE},
+    {"no-local-queue", no_argument, NULL, OPT_NO_LOCAL_QUEUE},
     {"config", required_argument, NULL, 'c'},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
@@ -63,6 +67,9 @@ void lr_cli_usage(FILE *out)
 	    "      --ttl SECONDS             lease length, renewed every ttl/3 (default 30)\n"
 	    "      --kill-after SECONDS      SIGTERM-to-SIGKILL grace on lock loss (default 5)\n"
 	    "      --on-lost kill|ignore     stop the command if the lease is lost (default kill)\n"
+	    "      --no-local-queue          wait at the database directly, not first behind\n"
+	    "                                runs of this host that want the same locks\n"
+	    "      --local-queue             queue on this host first (the default)\n"
 	    "  -c, --config FILE             configuration file (default $LOCKRUN_CONFIG,\n"
 	    "                                then /etc/lockrun.conf)\n"
 	    "  -v, --verbose                 say what happens; twice: every statement\n"
@@ -97,6 +104,7 @@ void lr_cli_init(struct lr_cli *cli)
 	cli->kill_after = -1;
 	cli->conflict_exit = -1;
 	cli->on_lost = -1;
+	cli->local_queue = -1;
 }
 
 void lr_cli_finish(struct lr_cli *cli)
@@ -232,6 +240,10 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 				         optarg);
 				return false;
 			}
+			break;
+		case OPT_LOCAL_QUEUE:
+		case OPT_NO_LOCAL_QUEUE:
+			cli->local_queue = c == OPT_LOCAL_QUEUE;
 			break;
 		case 'c':
 			cli->config = optarg;

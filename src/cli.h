@@ -22,6 +22,7 @@ struct lr_cli {
 	double kill_after;
 	int conflict_exit; /* < 0 unset */
 	int on_lost;       /* < 0 unset, else enum lr_on_lost */
+	int local_queue;   /* < 0 unset, else 0 or 1 */
 	int verbosity;     /* 0 normal, < 0 quiet, > 0 verbose */
 	bool help;
 	bool version;

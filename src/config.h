@@ -20,6 +20,8 @@ struct lr_lock_defaults {
 	double kill_after; /* seconds between SIGTERM and SIGKILL */
 	int conflict_exit; /* exit status when not acquired */
 	enum lr_on_lost on_lost;
+	bool local_queue;      /* waiters queue on this host first (prequeue.h) */
+	char *local_queue_dir; /* NULL: the default directory */
 };
 
 struct lr_config {
