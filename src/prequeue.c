@@ -276,8 +276,9 @@ static void stop_locker(lr_prequeue *pq)
  * forever) or until the cancel flag, which signals raise: the loop keeps
  * serving them, as a thread waits in the kernel for the lock. *wait_s is
  * then what is left of the wait. Which waiter the kernel lets in next is
- * not defined (it is not first come, first served). A free queue costs
- * one fcntl; a wait, a thread.
+ * not promised; Linux (since 5.0) queues the waiters of one file lock
+ * behind each other, so in practice they go in the order they came. A
+ * free queue costs one fcntl; a wait, a thread.
  */
 enum lr_pq_wait lr_prequeue_wait(lr_prequeue *pq, double *wait_s, const volatile bool *cancel)
 {
@@ -291,6 +292,8 @@ enum lr_pq_wait lr_prequeue_wait(lr_prequeue *pq, double *wait_s, const volatile
 		snprintf(pq->err, sizeof(pq->err), "cannot lock %s: %s", pq->path, strerror(errno));
 		return LR_PQ_FAILED;
 	}
+	lr_log_info("waiting behind another run of this host that wants the same locks (%s)",
+	            pq->path);
 	if (!start_locker(pq)) {
 		w = LR_PQ_FAILED;
 		goto out;

@@ -95,6 +95,25 @@ head_settled() {
 	assert_equal "$(holds)" 0
 }
 
+@test "in practice, the runs of one host go in the order they came" {
+	hold -x pqfifo
+	local i
+	for i in 1 2 3 4 5 6; do
+		"$LOCKRUN" -c "$conf" -v -w 120 -x pqfifo -- sh -c "$(rec_cmd "$rec" "r$i" -- 0.01)" \
+			2>"$BATS_TEST_TMPDIR/err.$i" 3>&- &
+		pids+=($!)
+		if ((i == 1)); then
+			lr_wait_for head_settled pqfifo
+		else
+			lr_wait_for grep -q "waiting behind another run of this host" "$BATS_TEST_TMPDIR/err.$i"
+			sleep 0.3 # until its thread waits in the kernel
+		fi
+	done
+	touch "$BATS_TEST_TMPDIR/go.holder"
+	wait_all "a waiter"
+	assert_equal "$(awk '$1 == "enter" && $2 ~ /^r/ { printf "%s ", $2 }' "$rec")" "r1 r2 r3 r4 r5 r6 "
+}
+
 @test "the default directory is this user's, made when missing" {
 	local d=/run/lockrun
 	((EUID == 0)) || d=${XDG_RUNTIME_DIR:-/tmp/lockrun-$EUID}
