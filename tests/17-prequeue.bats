@@ -261,3 +261,13 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); print("locked", flus
 	refute_output --partial ".lock"
 	refute_output --partial "$qdir"
 }
+
+@test "local_queue and local_queue_dir: a bad value is a configuration error (78)" {
+	printf '[lock]\nlocal_queue = maybe\n' >>"$conf"
+	run -78 "$LOCKRUN" -c "$conf" -x pqcfg -- true
+	assert_output --regexp "lq\.conf:[0-9]+: local_queue: 'maybe' is not a boolean"
+	sed -i '$d' "$conf"
+	printf 'local_queue_dir = run/lockrun\n' >>"$conf"
+	run -78 "$LOCKRUN" -c "$conf" -x pqcfg -- true
+	assert_output --regexp "lq\.conf:[0-9]+: local_queue_dir: 'run/lockrun' is not an absolute path"
+}
