@@ -178,7 +178,10 @@ static int file_lock(int fd, int cmd)
 
 /* The thread that waits in the kernel for the file lock. fcntl(F_OFD_SETLKW)
  * is a cancellation point: lr_prequeue_wait cancels the thread to stop
- * waiting. It blocks every signal, so that they reach the loop's thread. */
+ * waiting. Once fcntl has returned, nothing may cancel it: uv_async_send
+ * writes (a cancellation point too), and a thread cancelled inside it
+ * would leave the handle marked busy, and uv_close spinning forever. It
+ * blocks every signal, so that they reach the loop's thread. */
 static void *locker(void *arg)
 {
 	lr_prequeue *pq = arg;
@@ -187,6 +190,7 @@ static void *locker(void *arg)
 	do
 		rc = file_lock(pq->fd, F_OFD_SETLKW);
 	while (rc != 0 && errno == EINTR);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	if (rc == 0)
 		atomic_store(&pq->locked, true);
 	else
