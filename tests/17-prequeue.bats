@@ -57,6 +57,15 @@ most_conns() {
 	echo "$most"
 }
 
+# live_count PID...: how many of PIDs still run.
+live_count() {
+	local p n=0
+	for p in "$@"; do
+		kill -0 "$p" 2>/dev/null && n=$((n + 1))
+	done
+	echo "$n"
+}
+
 # wait_all WHAT: wait for every run in pids; each must succeed.
 wait_all() {
 	local p
@@ -232,6 +241,33 @@ head_settled() {
 	done
 	assert_equal "$(waiters pqsig)" 1
 	[[ ! -e $BATS_TEST_TMPDIR/ran ]] || fail "ran without the lock"
+}
+
+@test "SIGTERM to a whole host's queue at once: every run ends at once" {
+	# Each one that goes gives the queue to the next just as it, too, is
+	# told to stop: the hand-over must not hang the one that gets it.
+	hold -x pqall
+	local i round
+	for round in 1 2 3; do
+		for ((i = 0; i < 40; i++)); do
+			"$LOCKRUN" -c "$conf" -w 120 -x pqall -- true 3>&- &
+			pids+=($!)
+		done
+		lr_wait_for head_settled pqall
+		sleep 1
+		kill -TERM "${pids[@]}"
+		local deadline=$((${EPOCHREALTIME/[.,]/} + 15000000))
+		while (($(live_count "${pids[@]}") > 0)); do
+			((${EPOCHREALTIME/[.,]/} < deadline)) ||
+				fail "round $round: $(live_count "${pids[@]}") runs still there 15 s after SIGTERM"
+			sleep 0.2
+		done
+		for i in "${pids[@]}"; do
+			wait "$i" || true
+		done
+		pids=()
+	done
+	assert_equal "$(waiters pqall)" 0
 }
 
 @test "-n asks the database even when the host's queue is stuck; a waiter stays behind it" {
