@@ -24,11 +24,11 @@ struct lr_prequeue {
 	int fd;
 	char path[PATH_MAX];
 	pthread_t thread;
-	bool thread_running; /* started and not joined */
-	atomic_bool locked;  /* the thread got the lock */
-	int lock_errno;      /* the thread's fcntl failed with this (0: none) */
-	uv_async_t *async;   /* the thread is done */
-	uv_timer_t *timer;   /* the deadline */
+	bool thread_running;   /* started and not joined */
+	atomic_bool locked;    /* the thread got the lock */
+	atomic_int lock_errno; /* the thread's fcntl failed with this (0: none) */
+	uv_async_t *async;     /* the thread is done */
+	uv_timer_t *timer;     /* the deadline */
 	bool timer_fired;
 	uint64_t waited_ms; /* behind other runs; 0 if the queue was free */
 	char err[PATH_MAX + 100];
