@@ -22,6 +22,8 @@ enum {
 	OPT_ONCE_OFFSET,
 	OPT_MIN_HOLD,
 	OPT_DONE_EXIT,
+	OPT_LOCAL_QUEUE,
+	OPT_NO_LOCAL_QUEUE,
 };
 
 static const struct option longopts[] = {
@@ -42,6 +44,8 @@ static const struct option longopts[] = {
     {"once-offset", required_argument, NULL, OPT_ONCE_OFFSET},
     {"done-exit-code", required_argument, NULL, OPT_DONE_EXIT},
     {"min-hold", required_argument, NULL, OPT_MIN_HOLD},
+    {"local-queue", no_argument, NULL, OPT_LOCAL_QUEUE},
+    {"no-local-queue", no_argument, NULL, OPT_NO_LOCAL_QUEUE},
     {"config", required_argument, NULL, 'c'},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
@@ -78,6 +82,9 @@ void lr_cli_usage(FILE *out)
 	    "      --kill-after SECONDS      SIGTERM-to-SIGKILL grace on lock loss (default 5)\n"
 	    "      --on-lost kill|ignore     stop the command if the lease is lost (default kill)\n"
 	    "      --min-hold DURATION       keep the locks at least DURATION from the grant\n"
+	    "      --no-local-queue          wait at the database directly, not first behind\n"
+	    "                                runs of this host that want the same locks\n"
+	    "      --local-queue             queue on this host first (the default)\n"
 	    "  -c, --config FILE             configuration file (default $LOCKRUN_CONFIG,\n"
 	    "                                then /etc/lockrun.conf)\n"
 	    "  -v, --verbose                 say what happens; twice: every statement\n"
@@ -116,6 +123,7 @@ void lr_cli_init(struct lr_cli *cli)
 	cli->conflict_exit = -1;
 	cli->on_lost = -1;
 	cli->done_exit = -1;
+	cli->local_queue = -1;
 }
 
 void lr_cli_finish(struct lr_cli *cli)
@@ -312,6 +320,10 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 				         optarg);
 				return false;
 			}
+			break;
+		case OPT_LOCAL_QUEUE:
+		case OPT_NO_LOCAL_QUEUE:
+			cli->local_queue = c == OPT_LOCAL_QUEUE;
 			break;
 		case 'c':
 			cli->config = optarg;

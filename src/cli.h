@@ -23,6 +23,7 @@ struct lr_cli {
 	double kill_after;
 	int conflict_exit;    /* < 0 unset */
 	int on_lost;          /* < 0 unset, else enum lr_on_lost */
+	int local_queue;      /* < 0 unset, else 0 or 1 */
 	int done_exit;        /* --done-exit-code; < 0 unset */
 	uint64_t once_per_ms; /* --once-per; 0 unset */
 	uint64_t once_offset_ms;

@@ -38,6 +38,7 @@ void lr_config_init(struct lr_config *cfg)
 	cfg->lock.conflict_exit = 75;
 	cfg->lock.done_exit = 0;
 	cfg->lock.on_lost = LR_ON_LOST_KILL;
+	cfg->lock.local_queue = true;
 }
 
 static void wipe(char *s)
@@ -73,6 +74,7 @@ void lr_config_finish(struct lr_config *cfg)
 	free(db->ssl_key);
 	free(db->option_file);
 	free(db->option_group);
+	free(cfg->lock.local_queue_dir);
 	free(cfg->path);
 	memset(cfg, 0, sizeof(*cfg));
 }
@@ -293,6 +295,13 @@ static int handle_lock(struct parse *ps, const char *name, const char *v)
 			l->on_lost = LR_ON_LOST_IGNORE;
 		else
 			return fail(ps, "on_lost: '%s' is not 'kill' or 'ignore'", v);
+	} else if (strcmp(name, "local_queue") == 0) {
+		if (!parse_bool(v, &l->local_queue))
+			return fail(ps, "local_queue: '%s' is not a boolean (true/false)", v);
+	} else if (strcmp(name, "local_queue_dir") == 0) {
+		if (v[0] != '/')
+			return fail(ps, "local_queue_dir: '%s' is not an absolute path", v);
+		return set_str(&l->local_queue_dir, v);
 	} else {
 		return fail(ps, "unknown key '%s' in [lock]", name);
 	}

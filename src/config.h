@@ -21,6 +21,8 @@ struct lr_lock_defaults {
 	int conflict_exit; /* exit status when not acquired */
 	int done_exit;     /* exit status when --once-per finds the window done */
 	enum lr_on_lost on_lost;
+	bool local_queue;      /* waiters queue on this host first (prequeue.h) */
+	char *local_queue_dir; /* NULL: the default directory */
 };
 
 struct lr_config {

@@ -24,6 +24,7 @@
 #include "lock.h"
 #include "log.h"
 #include "lr_build.h"
+#include "prequeue.h"
 #include "strbuf.h"
 #include "supervisor.h"
 #include "text.h"
@@ -429,6 +430,8 @@ static int merge_options(struct run *r, char *err, size_t errlen)
 		d->done_exit = c->done_exit;
 	if (c->on_lost >= 0)
 		d->on_lost = (enum lr_on_lost)c->on_lost;
+	if (c->local_queue >= 0)
+		d->local_queue = c->local_queue;
 	r->ttl = d->ttl;
 	r->kill_after = d->kill_after;
 	if (d->on_lost == LR_ON_LOST_KILL && !term_offset_ms(r->ttl, r->kill_after)) {
@@ -494,10 +497,57 @@ static int acquire_failed(struct run *r, enum lr_acquire a)
 	}
 }
 
+/*
+ * A run that may wait first queues behind the runs of this host that want
+ * the same locks, holding no connection (prequeue.h), within its --wait:
+ * wait_s is what is left of it after. Returns 0 to go on to the database
+ * (at the head of the host's queue, or without one when it cannot be
+ * used), else the exit status: the wait ran out (as at the database) or a
+ * signal came. A free queue costs a few system calls.
+ */
+static int local_queue(struct run *r, lr_prequeue **pq, double *wait_s)
+{
+	char *key = lr_prequeue_key(r->lock.items, r->lock.nitems, &r->cfg.db);
+	double wait = *wait_s;
+	char err[512];
+
+	if (!key)
+		return 0; /* only keys: nothing waits */
+	*pq = lr_prequeue_open(r->loop, r->cfg.lock.local_queue_dir, key, err, sizeof(err));
+	free(key);
+	if (!*pq) {
+		lr_log_info("no queue on this host (%s): waiting at the database directly", err);
+		return 0;
+	}
+	switch (lr_prequeue_wait(*pq, wait_s, &r->stop)) {
+	case LR_PQ_HEAD:
+		if (lr_prequeue_waited_ms(*pq))
+			lr_log_info("first in this host's queue after %.3f s",
+			            lr_prequeue_waited_ms(*pq) / 1000.0);
+		return 0;
+	case LR_PQ_TIMEOUT:
+		if (r->cli.verbosity >= 0)
+			lr_log_error("not acquired: still behind another run of this host that "
+			             "waits for the same locks after %g s",
+			             wait);
+		return r->cfg.lock.conflict_exit;
+	case LR_PQ_CANCELED:
+		lr_log_info("interrupted while waiting; nothing held");
+		return LR_EXIT_SIGBASE + r->stop_signal;
+	default:
+		lr_log_info("no queue on this host (%s): waiting at the database directly",
+		            lr_prequeue_error(*pq));
+		lr_prequeue_destroy(*pq);
+		*pq = NULL;
+		return 0;
+	}
+}
+
 /* Takes the locks, runs the child under them, gives them back. */
 static int run_locked(struct run *r)
 {
 	char err[1024], *cmd = join_command(r->cli.command);
+	lr_prequeue *pq = NULL;
 	struct lr_owner owner;
 	enum lr_acquire a;
 	char **env = NULL;
@@ -525,6 +575,8 @@ static int run_locked(struct run *r)
 		lr_lock_set_once(&r->lock, r->cli.once_per_ms, r->cli.once_offset_ms);
 	lr_lock_set_cancel(&r->lock, &r->stop);
 	wait = r->cfg.lock.wait;
+	if (wait != 0 && r->cfg.lock.local_queue && (rc = local_queue(r, &pq, &wait)) != 0)
+		goto out;
 	if (!lr_lock_connect(&r->lock, &wait, &a)) {
 		rc = acquire_failed(r, a);
 		goto out;
@@ -532,6 +584,10 @@ static int run_locked(struct run *r)
 	/* No schema check of its own: the first CALL is one (named locks
 	 * alone need no schema at all). */
 	a = lr_lock_acquire(&r->lock, wait);
+	/* Granted or not, the next run of this host may go to the database
+	 * now: that lets a semaphore's local holders run together. */
+	lr_prequeue_destroy(pq);
+	pq = NULL;
 	if (a != LR_ACQ_GRANTED) {
 		rc = acquire_failed(r, a);
 		goto out;
@@ -601,6 +657,7 @@ static int run_locked(struct run *r)
 			lr_log_info("released grant %llu", (unsigned long long)r->lock.grant_id);
 	}
 out:
+	lr_prequeue_destroy(pq);
 	free_env(env);
 	free(cmd);
 	free((char *)owner.host);
