@@ -255,7 +255,9 @@ lr_galera_start() {
 
 # lr_galera_conf CDIR FILE HOSTS [LINE...]: a lockrun config for the
 # cluster's 'lockrun' account with `host = HOSTS` and the cluster's port;
-# each LINE (e.g. "read_timeout = 3") is added to [database].
+# each LINE (e.g. "read_timeout = 3") is added to [database]. Without the
+# host's queue: every lockrun here stands for a host of its own, so that
+# all of them contend at the cluster.
 lr_galera_conf() {
 	local cdir=$1 file=$2 hosts=$3
 	shift 3
@@ -263,6 +265,8 @@ lr_galera_conf() {
 	(
 		umask 077
 		{
+			echo "[lock]"
+			echo "local_queue = off"
 			echo "[database]"
 			echo "host = $hosts"
 			echo "port = $GALERA_SQL_PORT"
