@@ -236,9 +236,10 @@ static bool print_people(lr_db *db, const char *where, bool named, const struct 
 			lr_report_json(out, lr_report_name(r->name, r->kind));
 			fputs(",\"kind\":", out);
 			lr_report_json(out, r->kind);
-			fprintf(out,
-			        ",\"capacity\":%lu,\"used\":%llu,\"fence\":%llu,\"expired_holds\":%llu",
-			        r->capacity, r->used, r->fence, r->expired);
+			fprintf(
+			    out,
+			    ",\"capacity\":%lu,\"used\":%llu,\"fence\":%llu,\"expired_holds\":%llu",
+			    r->capacity, r->used, r->fence, r->expired);
 		} else {
 			lr_report_show(out, lr_report_name(r->name, r->kind), SIZE_MAX, 32);
 			fprintf(out, " %-9s %s", r->kind, used_text(r, buf, sizeof(buf)));

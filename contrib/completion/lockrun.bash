@@ -6,6 +6,10 @@
 # completed, if any), given half a second at most: when the database is
 # slow, unreachable or not configured, names are simply not offered.
 # Works without the bash-completion package too (then sourced by hand).
+#
+# COMPREPLY=($(compgen ...)) splits compgen's words on purpose, as every
+# bash completion does; the words it offers have no blanks.
+# shellcheck disable=SC2207
 
 # _lockrun_words: words and cword, like COMP_WORDS and COMP_CWORD but with
 # what bash splits at '=' and ':' joined again: "--opt=value", "id:KEY".
@@ -156,7 +160,7 @@ _lockrun()
 _lockrunctl()
 {
     local -a words wfirst
-    local cword cur prev i w cmd= nargs=0
+    local cword cur prev i w cmd='' nargs=0
     _lockrun_words
     cur=${words[cword]} prev=${words[cword - 1]-}
     COMPREPLY=()
@@ -205,12 +209,12 @@ _lockrunctl()
         return 0
     fi
 
-    local opts= names=
+    local opts='' which=''
     case $cmd in
-        set) ((nargs == 0)) && names=lock ;;
-        delete) ((nargs == 0)) && names=all ;;
-        status) opts='--format --json'; ((nargs == 0)) && names=all ;;
-        history) opts='--since --limit --json'; ((nargs == 0)) && names=all ;;
+        set) ((nargs == 0)) && which=lock ;;
+        delete) ((nargs == 0)) && which=all ;;
+        status) opts='--format --json'; ((nargs == 0)) && which=all ;;
+        history) opts='--since --limit --json'; ((nargs == 0)) && which=all ;;
         list) opts='--names --json' ;;
         sweep) opts='--retention --json' ;;
         release) opts='--reason --json' ;;
@@ -218,8 +222,8 @@ _lockrunctl()
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-    elif [[ -n $names ]]; then
-        _lockrun_reply_names "$names" "$cur"
+    elif [[ -n $which ]]; then
+        _lockrun_reply_names "$which" "$cur"
     fi
     return 0
 }
