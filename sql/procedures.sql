@@ -738,7 +738,9 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease;
+  -- The key and window never change; read once here, with the id.
+  SELECT id, IF(once_window IS NULL, NULL, idem_key) INTO v_gid, v_key
+    FROM lr_grants WHERE request_id = p_lease;
   SET v_done = 0;
   CREATE TEMPORARY TABLE IF NOT EXISTS lr_rel (name VARCHAR(80) CHARACTER SET ascii PRIMARY KEY) ENGINE=MEMORY;
   DELETE FROM lr_rel;
@@ -756,14 +758,12 @@ BEGIN
   UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = p_reason,
          exit_status = p_exit_status, term_signal = p_term_signal
    WHERE id = v_gid AND ended_at IS NULL;
-  -- A once-per run that ended well, by this release (not swept before it):
-  -- its window is done. Under the key row's lock, taken above, like the
-  -- acquire that reads it. Then a bounded trim of the key's rows whose
-  -- window ended more than GREATEST(1 day, 3 periods) ago.
-  IF ROW_COUNT() = 1 AND p_reason = 'exited' AND p_exit_status = 0 THEN
-    SELECT idem_key INTO v_key FROM lr_grants WHERE id = v_gid AND once_window IS NOT NULL;
-    SET v_done = 0;
-    IF v_key IS NOT NULL THEN
+  IF ROW_COUNT() = 1 THEN
+    -- A once-per run that ended well, by this release (not swept before
+    -- it): its window is done. Under the key row's lock, taken above,
+    -- like the acquire that reads it. Then a bounded trim of the key's
+    -- rows whose window ended more than GREATEST(1 day, 3 periods) ago.
+    IF v_key IS NOT NULL AND p_reason = 'exited' AND p_exit_status = 0 THEN
       INSERT IGNORE INTO lr_once (idem_key, granted_at, grant_id, window_start, period_ms,
                                   window_end, done_at)
       SELECT idem_key, acquired_at, id, once_window, once_period_ms,
@@ -773,12 +773,14 @@ BEGIN
          AND window_end < UTC_TIMESTAMP(6) - INTERVAL GREATEST(86400000, 3 * period_ms) * 1000 MICROSECOND
        ORDER BY granted_at LIMIT 10;
     END IF;
+  ELSE
+    -- Ended already, by a force release or a sweep, while the command
+    -- ran on: the reason stays, and how the command really ended is
+    -- kept too.
+    UPDATE lr_grants SET exit_status = p_exit_status, term_signal = p_term_signal
+     WHERE id = v_gid AND end_reason IN ('force_released', 'expired')
+       AND exit_status IS NULL AND term_signal IS NULL;
   END IF;
-  -- Ended already, by a force release or a sweep, while the command ran
-  -- on: the reason stays, and how the command really ended is kept too.
-  UPDATE lr_grants SET exit_status = p_exit_status, term_signal = p_term_signal
-   WHERE id = v_gid AND end_reason IN ('force_released', 'expired')
-     AND exit_status IS NULL AND term_signal IS NULL;
   COMMIT;
   CALL lr_leave(v_sw, v_lwt);
   -- The wake-up, best effort: a sleeper that is gone (1094) or not ours
