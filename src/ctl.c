@@ -625,12 +625,26 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 	return cmd;
 }
 
+/* A DURATION option in whole seconds (a fraction rounds up), at most
+ * max_s; zero only if allowed. */
+static bool whole_seconds(const char *opt, const char *arg, double max_s, bool zero,
+                          unsigned long long *out)
+{
+	double d;
+
+	if (!lr_duration_parse(arg, max_s, &d) || (!zero && d <= 0)) {
+		lr_log_error("%s: invalid duration '%s': use e.g. 90, 30s, 5m, 2h or 7d", opt, arg);
+		return false;
+	}
+	*out = (unsigned long long)ceil(d);
+	return true;
+}
+
 /* Command options: values are checked here, before anything connects. */
 static bool take_option(struct ctl *c, int opt, const char *arg)
 {
 	/* 100 years: beyond any retention, and far from overflow. */
 	const double max_s = 100.0 * 365 * 86400;
-	double d;
 	unsigned long long v;
 
 	switch (opt) {
@@ -641,20 +655,10 @@ static bool take_option(struct ctl *c, int opt, const char *arg)
 		return true;
 	case 'S':
 		c->given |= O_SINCE;
-		if (lr_duration_parse(arg, max_s, &d) && d > 0) {
-			c->since = (unsigned long long)ceil(d);
-			return true;
-		}
-		lr_log_error("--since: invalid duration '%s': use e.g. 90, 30s, 5m, 2h or 7d", arg);
-		return false;
+		return whole_seconds("--since", arg, max_s, false, &c->since);
 	case 'R':
 		c->given |= O_RETENTION;
-		if (lr_duration_parse(arg, max_s, &d)) {
-			c->retention = (unsigned long long)ceil(d);
-			return true;
-		}
-		lr_log_error("--retention: invalid duration '%s': use e.g. 12h, 7d or 90d", arg);
-		return false;
+		return whole_seconds("--retention", arg, max_s, true, &c->retention);
 	case 'L':
 		c->given |= O_LIMIT;
 		if (parse_count(arg, 1000000, &v)) {
