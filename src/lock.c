@@ -166,10 +166,16 @@ static void free_handle(uv_handle_t *h)
 void lr_lock_finish(struct lr_lock *lk)
 {
 	lr_wait_end(lk);
+	lr_wait_close(lk);
 	free(lk->items);
 	if (lk->timer)
 		uv_close((uv_handle_t *)lk->timer, free_handle);
 	memset(lk, 0, sizeof(*lk));
+}
+
+void lr_lock_end_wait(struct lr_lock *lk)
+{
+	lr_wait_close(lk);
 }
 
 /* The flag also interrupts a statement in flight (a GET_LOCK or a
@@ -611,6 +617,7 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 			lr_lock_nap(lk, lr_lock_jitter(200));
 	}
 	lr_wait_end(lk);
+	lr_wait_close(lk);
 	dequeue(lk);
 	return a;
 }

@@ -126,6 +126,9 @@ bool lr_item_parse(struct lr_item *it, enum lr_kind kind, const char *arg, char 
 bool lr_lock_init(struct lr_lock *lk, uv_loop_t *loop, lr_db *db, const struct lr_owner *owner,
                   unsigned ttl_ms);
 void lr_lock_finish(struct lr_lock *lk);
+/* After a grant, once the command runs: drops what only the wait needed
+ * (the doorbell connection). lr_lock_finish does it too. */
+void lr_lock_end_wait(struct lr_lock *lk);
 bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t errlen);
 void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag);
 void lr_lock_set_once(struct lr_lock *lk, uint64_t period_ms, uint64_t offset_ms);

@@ -173,20 +173,27 @@ void lr_wait_announce(struct lr_lock *lk)
 	lr_log_info("waiting: %s%s", lk->err, lk->holders);
 }
 
+/* Closes the doorbell connection (a COM_QUIT and the frees). After a
+ * grant the caller does it once the command runs, off the hand-off's
+ * critical path; lr_lock_finish does it in any case. */
+void lr_wait_close(struct lr_lock *lk)
+{
+	if (lk->bell) {
+		lr_db_destroy(lk->bell);
+		lk->bell = NULL;
+	}
+}
+
 /*
- * The wait is over (granted, given up, failed): closes the doorbell
- * connection, and says at -v how long it took and what it cost the server,
- * the head's poll rate included (Galera).
+ * The wait is over (granted, given up, failed): says at -v how long it
+ * took and what it cost the server, the head's poll rate included
+ * (Galera). The doorbell connection stays open until lr_wait_close.
  */
 void lr_wait_end(struct lr_lock *lk)
 {
 	uint64_t now = lr_lock_now_ms();
 	double s, head_s;
 
-	if (lk->bell) {
-		lr_db_destroy(lk->bell);
-		lk->bell = NULL;
-	}
 	if (!lk->wait_start)
 		return;
 	s = (double)(now - lk->wait_start) / 1000.0;

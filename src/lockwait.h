@@ -23,5 +23,6 @@ enum lr_wait {
 enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline);
 void lr_wait_announce(struct lr_lock *lk);
 void lr_wait_end(struct lr_lock *lk);
+void lr_wait_close(struct lr_lock *lk);
 
 #endif

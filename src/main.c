@@ -584,10 +584,6 @@ static int run_locked(struct run *r)
 	/* No schema check of its own: the first CALL is one (named locks
 	 * alone need no schema at all). */
 	a = lr_lock_acquire(&r->lock, wait);
-	/* Granted or not, the next run of this host may go to the database
-	 * now: that lets a semaphore's local holders run together. */
-	lr_prequeue_destroy(pq);
-	pq = NULL;
 	if (a != LR_ACQ_GRANTED) {
 		rc = acquire_failed(r, a);
 		goto out;
@@ -623,6 +619,12 @@ static int run_locked(struct run *r)
 		goto out;
 	}
 	rc = lr_sup_spawn(r->sup, r->cli.command, env, err, sizeof(err));
+	/* Only now, off the hand-off's critical path: the next run of this
+	 * host may go to the database (so a semaphore's local holders run
+	 * together), and the doorbell connection goes. */
+	lr_prequeue_destroy(pq);
+	pq = NULL;
+	lr_lock_end_wait(&r->lock);
 	if (rc != 0) {
 		lr_log_error("%s", err);
 		lr_lock_release(&r->lock, LR_END_SPAWN_FAILED, 0);
