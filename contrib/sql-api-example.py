@@ -95,7 +95,8 @@ def acquire(conn, items, request, timeout, ttl_ms):
                 return None, None
             places = call(conn, "lockrun_poll", request)
             if not places:
-                break  # no place (never had one, or swept): queue again
+                break  # no place: a release handed us the grant (the acquire
+                # claims it), or none (never had one, or swept): queue again
             if all(p["at_head"] and p["fits"] for p in places):
                 break
             time.sleep(0.1 if places[0]["at_head"] else 0.5)

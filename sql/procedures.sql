@@ -242,17 +242,23 @@ BEGIN
   DECLARE c CURSOR FOR SELECT grant_id, expires_at FROM lr_holds
     WHERE resource = p_res AND expires_at <= v_cut ORDER BY expires_at LIMIT 20;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-  OPEN c;
-  l: LOOP
-    FETCH c INTO v_gid, v_exp;
-    IF v_done THEN LEAVE l; END IF;
-    UPDATE lr_grants SET ended_at = v_exp, end_reason = 'expired'
-     WHERE id = v_gid AND ended_at IS NULL;
-    DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid;
-  END LOOP;
-  CLOSE c;
-  DELETE FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut
-   ORDER BY expires_at LIMIT 20;
+  -- Nearly always there is nothing to sweep: one index probe each, and
+  -- the cursor (dear to open) only when there is.
+  IF EXISTS (SELECT 1 FROM lr_holds WHERE resource = p_res AND expires_at <= v_cut) THEN
+    OPEN c;
+    l: LOOP
+      FETCH c INTO v_gid, v_exp;
+      IF v_done THEN LEAVE l; END IF;
+      UPDATE lr_grants SET ended_at = v_exp, end_reason = 'expired'
+       WHERE id = v_gid AND ended_at IS NULL;
+      DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid;
+    END LOOP;
+    CLOSE c;
+  END IF;
+  IF EXISTS (SELECT 1 FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut) THEN
+    DELETE FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut
+     ORDER BY expires_at LIMIT 20;
+  END IF;
 END//
 
 -- Whether an acquire by p_request could succeed now: it has all
@@ -303,6 +309,98 @@ BEGIN
      AND expires_at > p_now - INTERVAL 5000000 MICROSECOND;
 END//
 
+-- The release's hand-off (migration 5). Called by lr_release inside its
+-- transaction, with the rows of grant p_gid's resources locked in name
+-- order and its holds gone: for each of those resources, grants the
+-- request at the head of the queue, and the next ones while they fit (at
+-- most 10), exactly as its own acquire would (fence + 1 on the resource
+-- row, the log entry, the item, the hold, the place left), so that the
+-- woken waiter only claims the grant (the claim renews the hold to the
+-- full ttl). Only a live place (not past its
+-- expiry) of a request of one item that left its lease (lockrun_acquire
+-- writes it for those) is served; the first other one stops the queue
+-- there, and is woken to acquire as before (p_stuck = 1: some head may
+-- fit but was not served). Appends 'conn@node' of each served request's
+-- sleeping doorbell to p_wake, for the KILL after the COMMIT. Cost: one locking read of the queue's head per resource, and a
+-- few row writes per grant.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_hand_off(
+  IN p_gid BIGINT UNSIGNED, IN p_now DATETIME(6), INOUT p_wake VARCHAR(4000),
+  OUT p_stuck TINYINT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_done, v_n INT DEFAULT 0;
+  DECLARE v_res VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_req, v_lease CHAR(32) CHARACTER SET ascii;
+  DECLARE v_permits, v_ttl, v_used, v_cap, v_gid, v_conn, v_fence BIGINT UNSIGNED;
+  DECLARE v_kind VARCHAR(10);
+  DECLARE v_exp, v_since DATETIME(6);
+  DECLARE v_node VARCHAR(120) CHARACTER SET ascii;
+  DECLARE v_host VARCHAR(255);
+  DECLARE v_pid INT UNSIGNED;
+  DECLARE v_os VARCHAR(64);
+  DECLARE v_cmd VARCHAR(1024);
+  DECLARE v_dbu VARCHAR(300);
+  DECLARE c CURSOR FOR SELECT resource FROM lr_grant_items WHERE grant_id = p_gid ORDER BY resource;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  SET p_stuck = 0;
+  OPEN c;
+  res: LOOP
+    FETCH c INTO v_res;
+    IF v_done THEN LEAVE res; END IF;
+    SET v_n = 0;
+    head: LOOP
+      SET v_req = NULL, v_lease = NULL;
+      -- Locked, so the waiter's own writes (heartbeat, doorbell, leaving)
+      -- come before or after this hand-off, never inside it.
+      SELECT request_id, lease, ttl_ms, permits, expires_at, since, wake_conn, wake_node,
+             host, pid, os_user, command, db_user
+        INTO v_req, v_lease, v_ttl, v_permits, v_exp, v_since, v_conn, v_node,
+             v_host, v_pid, v_os, v_cmd, v_dbu
+        FROM lr_waiters WHERE resource = v_res ORDER BY ticket LIMIT 1 FOR UPDATE;
+      SET v_done = 0;
+      IF v_req IS NULL OR v_exp <= p_now THEN
+        LEAVE head;
+      END IF;
+      IF v_n >= 10 THEN
+        SET p_stuck = 1;
+        LEAVE head;
+      END IF;
+      SELECT used, capacity, kind INTO v_used, v_cap, v_kind FROM lr_resources WHERE name = v_res;
+      IF v_used + v_permits > v_cap THEN
+        LEAVE head;
+      END IF;
+      IF v_lease IS NULL OR v_ttl IS NULL
+         OR EXISTS (SELECT 1 FROM lr_grants WHERE request_id = v_lease)
+         OR EXISTS (SELECT 1 FROM lr_waiters WHERE request_id = v_req AND resource <> v_res) THEN
+        -- It may fit, but must acquire itself: the caller wakes it.
+        SET p_stuck = 1;
+        LEAVE head;
+      END IF;
+      UPDATE lr_resources SET fence = fence + 1, updated_at = p_now WHERE name = v_res;
+      SELECT fence INTO v_fence FROM lr_resources WHERE name = v_res;
+      INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms,
+                             requested_at, acquired_at, queued_as)
+      VALUES (v_lease, v_host, v_pid, v_os, COALESCE(v_dbu, ''), v_cmd, v_ttl, v_since, p_now, v_req);
+      SET v_gid = LAST_INSERT_ID();
+      INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
+      VALUES (v_gid, v_res, v_kind, v_permits, v_fence);
+      -- VALUES, not a SELECT of lr_resources: the insert trigger writes it.
+      -- Until claimed, the hold lives no longer than the place it replaces
+      -- would have (at most 10 s since the waiter's last call): a waiter
+      -- that died holds the queue back no longer than before.
+      INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
+      VALUES (v_res, v_gid, v_permits, v_fence,
+              LEAST(v_exp, p_now + INTERVAL v_ttl * 1000 MICROSECOND));
+      DELETE FROM lr_waiters WHERE request_id = v_req;
+      IF v_conn IS NOT NULL THEN
+        SET p_wake = CONCAT(COALESCE(p_wake, ''), v_conn, '@', COALESCE(v_node, ''), ' ');
+      END IF;
+      SET v_n = v_n + 1;
+    END LOOP;
+  END LOOP;
+  CLOSE c;
+END//
+
 -- ---------------------------------------------------------------- the API
 
 -- lockrun_acquire: one attempt to take every item, all or nothing. See
@@ -320,10 +418,11 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquir
   IN p_host VARCHAR(255), IN p_pid INT UNSIGNED, IN p_os_user VARCHAR(64),
   IN p_command VARCHAR(1024))
   MODIFIES SQL DATA SQL SECURITY DEFINER
-BEGIN
+proc: BEGIN
   DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_now DATETIME(6);
-  DECLARE v_done, v_found INT DEFAULT 0;
+  DECLARE v_done, v_found, v_live INT DEFAULT 0;
+  DECLARE v_held_as CHAR(32) CHARACTER SET ascii;
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
   DECLARE v_kind, v_rkind VARCHAR(10);
   DECLARE v_permits, v_cap, v_fence, v_ticket, v_gid BIGINT UNSIGNED;
@@ -350,6 +449,57 @@ BEGIN
   IF @@in_transaction THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_acquire: call it outside a transaction (its own would commit yours)';
   END IF;
+
+  -- 0. A grant a release handed to this request while it waited
+  --    (lr_hand_off, which checked the items when they queued): claim it,
+  --    before any parsing, as cheaply as possible. Its holds are renewed
+  --    from now, as if granted by this call, so the caller may count its
+  --    lease from when it sent the call. No resource row is locked: the
+  --    grant exists and is ours. One whose holds are past the sweep grace
+  --    was not claimed in time (it may be swept and its room given away
+  --    any moment): it is ended here, and the call fails. The answer
+  --    names the grant's items.
+  --    It is found by the request id, like the places it replaces: the
+  --    lease id it was granted under is the one the request queued with,
+  --    and a client that takes a new lease id for each attempt (as
+  --    doc/sql-api.md advises) gets the grant under its new one.
+  SELECT id, request_id INTO v_gid, v_held_as FROM lr_grants
+   WHERE queued_as = p_request AND ended_at IS NULL LIMIT 1;
+  SET v_done = 0;
+  IF v_gid IS NOT NULL AND p_ttl_ms BETWEEN 1000 AND 86400000
+     AND BINARY p_lease REGEXP '^[0-9a-f]{32}$' THEN
+    IF v_held_as <> p_lease THEN
+      IF EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was used already; take a new one';
+      END IF;
+      UPDATE lr_grants SET request_id = p_lease
+       WHERE id = v_gid AND request_id = v_held_as AND ended_at IS NULL;
+      IF ROW_COUNT() = 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request was claimed by another call';
+      END IF;
+    END IF;
+    SELECT COUNT(*), COALESCE(SUM(expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0)
+      INTO v_found, v_live FROM lr_holds WHERE grant_id = v_gid;
+    IF v_found = 0 OR v_live < v_found THEN
+      CALL lr_release(p_lease, 'lost', NULL, NULL, v_found, v_live);
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request while it waited expired before it was claimed; queue again with a new lease id';
+    END IF;
+    UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) + INTERVAL p_ttl_ms * 1000 MICROSECOND
+     WHERE grant_id = v_gid;
+    CALL lr_leave(v_sw, v_lwt);
+    CALL lr_wait_lock(p_request, 0);
+    SELECT 'granted' AS outcome, v_gid AS grant_id, i.resource, 'ok' AS state, h.fence,
+           NULL AS ticket, r.used, r.capacity, NULL AS head, 1 AS at_head,
+           NULL AS wait_for, NULL AS holder, NULL AS message, NULL AS once_window,
+           NULL AS done_by, v_galera AS galera, 2 AS api
+      FROM lr_grant_items i
+      JOIN lr_holds h ON h.grant_id = i.grant_id AND h.resource = i.resource
+      JOIN lr_resources r ON r.name = i.resource
+     WHERE i.grant_id = v_gid ORDER BY i.resource;
+    LEAVE proc;
+  END IF;
+  SET v_gid = NULL;
+
   CALL lr_check_id('request', p_request);
   CALL lr_check_id('lease', p_lease);
   IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
@@ -503,12 +653,17 @@ BEGIN
       DELETE FROM lr_waiters WHERE request_id = p_request;
       UPDATE lr_resources r JOIN lr_req q ON q.name = r.name SET r.ticket = r.ticket + 1;
       UPDATE lr_req SET ticket = ticket + 1, my_ticket = ticket;
+      -- A request of one item (not a once item: its outcome is decided
+      -- by its key's run) leaves what a release needs to grant it
+      -- directly (lr_hand_off).
+      SET v_found = (SELECT COUNT(*) FROM lr_req);
       INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user,
-                              command, since, expires_at)
+                              command, since, expires_at, lease, ttl_ms, db_user)
       SELECT name, my_ticket, p_request, permits,
              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
              LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
-             v_now, v_now + INTERVAL 10000000 MICROSECOND
+             v_now, v_now + INTERVAL 10000000 MICROSECOND,
+             IF(v_found = 1 AND v_once_key IS NULL, p_lease, NULL), p_ttl_ms, USER()
         FROM lr_req ORDER BY name;
       SET v_outcome = 'queued';
     ELSEIF v_outcome = 'busy' THEN
@@ -545,6 +700,18 @@ BEGIN
   SET v_queued = v_outcome IN ('queued', 'busy') AND NOT EXISTS (SELECT 1 FROM lr_req WHERE my_ticket IS NULL);
   CALL lr_wait_lock(p_request, v_queued);
 
+  -- The answer. Without a wait (granted, done, invalid) neither whom to
+  -- wait for nor who holds it is asked: a plain read of lr_req, without
+  -- the subqueries the optimizer would prepare anyway.
+  IF v_outcome NOT IN ('queued', 'busy', 'key_busy') THEN
+    SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource, q.state,
+           IF(v_gid IS NOT NULL, q.fence, NULL) AS fence, q.my_ticket AS ticket,
+           q.used, q.capacity, q.head,
+           (q.head IS NULL OR (q.my_ticket IS NOT NULL AND q.head > q.my_ticket)) AS at_head,
+           NULL AS wait_for, NULL AS holder,
+           q.message, v_window AS once_window, v_once_gid AS done_by, v_galera AS galera, 2 AS api
+      FROM lr_req q ORDER BY q.name;
+  ELSE
   SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource, q.state,
          IF(v_gid IS NOT NULL, q.fence, NULL) AS fence, q.my_ticket AS ticket,
          q.used, q.capacity, q.head,
@@ -559,6 +726,7 @@ BEGIN
               WHERE h.resource = q.name ORDER BY h.grant_id LIMIT 1), NULL) AS holder,
          q.message, v_window AS once_window, v_once_gid AS done_by, v_galera AS galera, 2 AS api
     FROM lr_req q ORDER BY q.name;
+  END IF;
 END//
 
 -- lockrun_poll: a queued request's cheap look, no transaction: one row per
@@ -625,11 +793,13 @@ BEGIN
   END;
   CALL lr_enter(v_sw, v_lwt);
   CALL lr_check_id('request', p_request);
-  SELECT COUNT(*) INTO v_places FROM lr_waiters WHERE request_id = p_request;
   UPDATE lr_waiters SET wake_conn = CONNECTION_ID(), wake_node = v_node
    WHERE request_id = p_request
      AND (wake_conn IS NULL OR wake_conn <> CONNECTION_ID() OR wake_node <> v_node);
   CALL lr_heartbeat(p_request, v_now);
+  -- Counted after the registration: a release that granted us (and so
+  -- took our places) while we registered is seen here.
+  SELECT COUNT(*) INTO v_places FROM lr_waiters WHERE request_id = p_request;
   CALL lr_leave(v_sw, v_lwt);
   IF v_places = 0 OR lr_ready(p_request, UTC_TIMESTAMP(6)) THEN
     SELECT 1 AS woken, v_places AS places, 2 AS api;
@@ -638,26 +808,40 @@ BEGIN
   END IF;
 END//
 
--- lockrun_dequeue: leaves the queue (gave up, or stopped). Releases the
--- wake-up lock, so the waiter behind moves up at once.
+-- lockrun_dequeue: leaves the queue (gave up, or stopped). A grant that a
+-- release handed to the request just before (lr_hand_off) is given back
+-- too, and handed on: the caller never claimed it. Releases the wake-up
+-- lock, so the waiter behind moves up at once.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_dequeue(
   IN p_request CHAR(32) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_sw, v_lwt BIGINT;
-  DECLARE v_removed INT;
+  DECLARE v_removed, v_returned, v_woken INT DEFAULT 0;
+  DECLARE v_lease CHAR(32) CHARACTER SET ascii;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_lease = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
   CALL lr_enter(v_sw, v_lwt);
+  IF @@in_transaction THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_dequeue: call it outside a transaction (its own would commit yours)';
+  END IF;
   CALL lr_check_id('request', p_request);
   DELETE FROM lr_waiters WHERE request_id = p_request;
   SET v_removed = ROW_COUNT();
+  -- After the places are gone no release can hand us anything more.
+  SELECT request_id INTO v_lease FROM lr_grants
+   WHERE queued_as = p_request AND ended_at IS NULL LIMIT 1;
+  IF v_lease IS NOT NULL THEN
+    CALL lr_release(v_lease, 'aborted', NULL, NULL, v_returned, v_woken);
+    SET v_returned = 1;
+  END IF;
   CALL lr_leave(v_sw, v_lwt);
   CALL lr_wait_lock(p_request, 0);
-  SELECT v_removed AS removed, 2 AS api;
+  SELECT v_removed AS removed, v_returned AS returned, 2 AS api;
 END//
 
 -- lockrun_renew: extends every hold of the lease by p_ttl_ms from the
@@ -700,61 +884,53 @@ BEGIN
   CALL lr_leave(v_sw, v_lwt);
 END//
 
--- lockrun_release: gives the lease's holds back and closes its lock-log
--- entry, in one transaction that locks the resource rows in name order
--- first (the delete trigger writes them). Idempotent: after any error,
--- CALL it again. After the COMMIT it wakes the head waiter of each freed
--- resource if that one sleeps on this server (lockrun_sleep): KILL QUERY,
--- allowed because both run routines of the same definer.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_release(
+-- lr_release: the release itself, for lockrun_release and lockrun_dequeue.
+-- Gives the lease's holds back and closes its lock-log entry, in one
+-- transaction that locks the resource rows in name order first (the delete
+-- trigger writes them); in the same transaction hands the freed room to
+-- the waiters at the head of those queues (lr_hand_off). After the COMMIT
+-- it rings the doorbells on this server (lockrun_sleep): of each request
+-- it granted, and of the head waiter of each freed resource. KILL QUERY is
+-- allowed because both sides run routines of the same definer.
+-- Idempotent: after any error, run it again.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_release(
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_reason VARCHAR(12),
-  IN p_exit_status INT, IN p_term_signal INT)
+  IN p_exit_status INT, IN p_term_signal INT, OUT p_released INT, OUT p_woken INT)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_done INT DEFAULT 0;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
   DECLARE v_x INT;
-  DECLARE v_released, v_woken INT DEFAULT 0;
   DECLARE v_conn BIGINT UNSIGNED;
   DECLARE v_node, v_here VARCHAR(120) CHARACTER SET ascii;
   DECLARE v_key VARCHAR(64) CHARACTER SET ascii;
+  DECLARE v_wake, v_one VARCHAR(4000) DEFAULT '';
+  DECLARE v_stuck TINYINT DEFAULT 0;
   DECLARE c CURSOR FOR SELECT resource FROM lr_holds WHERE grant_id = v_gid ORDER BY resource;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
-    CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
-  IF @@in_transaction THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_release: call it outside a transaction (its own would commit yours)';
-  END IF;
-  CALL lr_check_id('lease', p_lease);
-  IF p_reason IS NULL OR p_reason NOT IN ('exited', 'signaled', 'lost', 'spawn_failed', 'aborted') THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: reason must be exited, signaled, lost, spawn_failed or aborted';
-  END IF;
+  SET p_released = 0, p_woken = 0;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   -- The key and window never change; read once here, with the id.
   SELECT id, IF(once_window IS NULL, NULL, idem_key) INTO v_gid, v_key
     FROM lr_grants WHERE request_id = p_lease;
   SET v_done = 0;
-  CREATE TEMPORARY TABLE IF NOT EXISTS lr_rel (name VARCHAR(80) CHARACTER SET ascii PRIMARY KEY) ENGINE=MEMORY;
-  DELETE FROM lr_rel;
   OPEN c;
   l: LOOP
     FETCH c INTO v_name;
     IF v_done THEN LEAVE l; END IF;
     SELECT 1 INTO v_x FROM lr_resources WHERE name = v_name FOR UPDATE;
-    INSERT INTO lr_rel VALUES (v_name);
   END LOOP;
   CLOSE c;
   SET v_done = 0;
   DELETE FROM lr_holds WHERE grant_id = v_gid;
-  SET v_released = ROW_COUNT();
+  SET p_released = ROW_COUNT();
   UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = p_reason,
          exit_status = p_exit_status, term_signal = p_term_signal
    WHERE id = v_gid AND ended_at IS NULL;
@@ -781,29 +957,74 @@ BEGIN
      WHERE id = v_gid AND end_reason IN ('force_released', 'expired')
        AND exit_status IS NULL AND term_signal IS NULL;
   END IF;
+  IF p_released > 0 THEN
+    CALL lr_hand_off(v_gid, UTC_TIMESTAMP(6), v_wake, v_stuck);
+  END IF;
   COMMIT;
-  CALL lr_leave(v_sw, v_lwt);
-  -- The wake-up, best effort: a sleeper that is gone (1094) or not ours
-  -- (1095) is covered by its own timeout.
-  BEGIN
+  -- The wake-ups, best effort: a sleeper that is gone (1094) or not ours
+  -- (1095) is covered by its own timeout. First the requests just
+  -- granted; then, if some head was not served, the head waiter of each
+  -- freed resource (the grant's items, kept in the lock log after the
+  -- holds are gone; a grant from before migration 3 has none, and its
+  -- waiters wake by timeout).
+  IF p_released > 0 THEN BEGIN
     DECLARE wc CURSOR FOR
-      SELECT w.wake_conn, w.wake_node FROM lr_rel r
-        JOIN lr_waiters w ON w.resource = r.name
-         AND w.ticket = (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = r.name)
-       WHERE w.wake_conn IS NOT NULL;
+      SELECT w.wake_conn, w.wake_node FROM lr_grant_items r
+        JOIN lr_waiters w ON w.resource = r.resource
+         AND w.ticket = (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = r.resource)
+       WHERE r.grant_id = v_gid AND w.wake_conn IS NOT NULL;
     DECLARE CONTINUE HANDLER FOR 1094, 1095 BEGIN END;
-    OPEN wc;
-    w: LOOP
-      FETCH wc INTO v_conn, v_node;
-      IF v_done THEN LEAVE w; END IF;
+    WHILE v_wake <> '' DO
+      SET v_one = SUBSTRING_INDEX(v_wake, ' ', 1);
+      SET v_wake = SUBSTRING(v_wake, LENGTH(v_one) + 2);
       IF v_here IS NULL THEN SET v_here = lr_node(); END IF;
-      IF v_node = v_here THEN
+      IF SUBSTRING_INDEX(v_one, '@', -1) = v_here THEN
+        SET v_conn = SUBSTRING_INDEX(v_one, '@', 1) + 0;
         KILL QUERY v_conn;
-        SET v_woken = v_woken + 1;
+        SET p_woken = p_woken + 1;
       END IF;
-    END LOOP;
-    CLOSE wc;
+    END WHILE;
+    IF v_stuck THEN
+      OPEN wc;
+      w: LOOP
+        FETCH wc INTO v_conn, v_node;
+        IF v_done THEN LEAVE w; END IF;
+        IF v_here IS NULL THEN SET v_here = lr_node(); END IF;
+        IF v_node = v_here THEN
+          KILL QUERY v_conn;
+          SET p_woken = p_woken + 1;
+        END IF;
+      END LOOP;
+      CLOSE wc;
+    END IF;
+  END; END IF;
+END//
+
+-- lockrun_release: gives the lease's holds back, closes its lock-log entry
+-- and hands the freed room on (lr_release). Idempotent: after any error,
+-- CALL it again.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_release(
+  IN p_lease CHAR(32) CHARACTER SET ascii, IN p_reason VARCHAR(12),
+  IN p_exit_status INT, IN p_term_signal INT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_released, v_woken INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
   END;
+  CALL lr_enter(v_sw, v_lwt);
+  IF @@in_transaction THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_release: call it outside a transaction (its own would commit yours)';
+  END IF;
+  CALL lr_check_id('lease', p_lease);
+  IF p_reason IS NULL OR p_reason NOT IN ('exited', 'signaled', 'lost', 'spawn_failed', 'aborted') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: reason must be exited, signaled, lost, spawn_failed or aborted';
+  END IF;
+  CALL lr_release(p_lease, p_reason, p_exit_status, p_term_signal, v_released, v_woken);
+  CALL lr_leave(v_sw, v_lwt);
   SELECT v_released AS released, v_woken AS woken, 2 AS api;
 END//
 
@@ -866,6 +1087,11 @@ BEGIN
    WHERE w.request_id = p_request;
   IF v_gid IS NOT NULL AND v_n = v_items AND v_live = v_n THEN
     SET v_outcome = 'granted';
+    -- Handed over by a release (lr_hand_off), perhaps long before the
+    -- lost call was sent: renewed from now, as the claim would have.
+    UPDATE lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+       SET h.expires_at = UTC_TIMESTAMP(6) + INTERVAL g.ttl_ms * 1000 MICROSECOND
+     WHERE h.grant_id = v_gid AND g.queued_as IS NOT NULL;
   ELSE
     UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = 'expired'
      WHERE request_id = p_lease AND ended_at IS NULL;

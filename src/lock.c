@@ -399,6 +399,12 @@ static enum tx from_call(struct lr_lock *lk, enum lr_call c)
 	case LR_CALL_OK:
 		return TX_OK;
 	case LR_CALL_RETRY:
+		if (lk->lease_spent) {
+			lr_log_info("%s", lk->err);
+			new_request_id(lk->lease);
+			lk->lease_spent = false;
+			lk->queued = false;
+		}
 		return TX_RETRY;
 	case LR_CALL_UNKNOWN:
 		lk->unsettled = true;

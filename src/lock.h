@@ -87,6 +87,7 @@ struct lr_lock {
 	char lease[33];      /* this grant attempt's secret id; new after a settled miss */
 	uint64_t grant_id;
 	bool unsettled;         /* an acquire CALL's outcome is unknown: settle first */
+	bool lease_spent;       /* a grant handed to us expired unclaimed: new lease */
 	uint64_t valid_from_ms; /* CLOCK_BOOTTIME ms before the granting CALL was sent */
 	uint64_t once_per_ms;   /* --once-per: the key's window length; 0 without */
 	uint64_t once_offset_ms;

@@ -91,6 +91,14 @@ static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
 		snprintf(lk->err, sizeof(lk->err), "%s: %s", lr_db_server(db), schema_hint);
 		return LR_CALL_SCHEMA;
 	}
+	/* A grant a release handed us while we waited ran out before we
+	 * claimed it (we were stopped, say): it is ended; queue again under
+	 * a new lease id. */
+	if (acquire && e == ER_SIGNAL_EXCEPTION &&
+	    strstr(lr_db_error(db), "expired before it was claimed")) {
+		lk->lease_spent = true;
+		return LR_CALL_RETRY;
+	}
 	/* 1047: the node refused it; ENOTCONN: it was never sent. */
 	if (acquire &&
 	    ((lr_db_error_is_connection(e) && e != ER_UNKNOWN_COM_ERROR && e != LR_DB_ENOTCONN) ||

@@ -8,6 +8,7 @@
 
 load helpers/common
 load helpers/records
+load helpers/sqlapi
 
 bats_require_minimum_version 1.5.0
 
@@ -15,47 +16,10 @@ setup() {
 	setup_records
 }
 
-# app SQL: run SQL as the runtime account over TCP, like an application;
-# tab-separated output with a header line per result set.
-app() {
-	MYSQL_PWD=$(<"$LR_DB/lockrun.pw") mariadb --no-defaults -h 127.0.0.1 \
-		-P "$LR_PORT" -u lockrun -D lockrun -B -e "$1"
-}
-
-# col NAME: the values of column NAME of the result on stdin, one per row.
-col() {
-	awk -F '\t' -v n="$1" '
-		NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) c = i
-			if (!c) { print "no column " n > "/dev/stderr"; exit 1 }
-			next }
-		{ print $c }'
-}
-
-# field NAME RESULT: column NAME of the first row of RESULT.
-field() {
-	col "$1" <<<"$2" | head -n 1
-}
-
-newid() { openssl rand -hex 16; }
-
-# acq ITEMS REQUEST LEASE [TTL_MS] [ENQUEUE]: one acquire attempt.
-acq() {
-	app "CALL lockrun_acquire('$1', '$2', '$3', ${4:-30000}, ${5:-0},
-		'apphost', 4242, 'tester', '14-sql-api test')"
-}
-
-rel() { app "CALL lockrun_release('$1', 'exited', 0, NULL)"; }
-
 # rows: how many rows each lockrun table has, as the admin sees them.
 rows() {
 	sql "SELECT (SELECT COUNT(*) FROM lr_resources), (SELECT COUNT(*) FROM lr_holds),
 		(SELECT COUNT(*) FROM lr_grants), (SELECT COUNT(*) FROM lr_waiters)"
-}
-
-# used_ok: lr_resources.used equals the live permits of lr_holds, everywhere.
-used_ok() {
-	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources r WHERE r.used <>
-		(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = r.name)")" 0
 }
 
 @test "acquire, renew, check inside a transaction, release: round trip with the EXECUTE-only account" {
@@ -201,20 +165,23 @@ used_ok() {
 	ahead=$(field ahead_max "$out")
 	((ahead >= 1)) || fail "ahead_max $ahead with B ahead of C"
 
+	# The release hands the lock to B, the head, in its own transaction
+	# (doc/sql-api.md, Hand-off): B's place is gone, and C, now at the
+	# head, finds it held.
 	rel "$la" >/dev/null
 	out=$(app "CALL lockrun_poll('$rb')")
-	assert_equal "$(field at_head "$out")/$(field fits "$out")" 1/1
-	# Free, but C is not at the head: B's place is kept.
+	assert_equal "$out" ""
 	out=$(app "CALL lockrun_poll('$rc')")
-	assert_equal "$(field at_head "$out")/$(field fits "$out")" 0/1
+	assert_equal "$(field at_head "$out")/$(field fits "$out")" 1/0
 	out=$(acq mutex:q "$rc" "$(newid)" 30000 1)
 	assert_equal "$(field outcome "$out")" busy
-	assert_equal "$(field message "$out")" "'q' has requests queued ahead"
+	assert_equal "$(field message "$out")" "'q' is busy"
 	# Nor may a newcomer jump the queue.
 	out=$(acq mutex:q "$(newid)" "$(newid)")
 	assert_equal "$(field outcome "$out")" busy
-	assert_equal "$(holds q)" 0
+	assert_equal "$(holds q)" 1
 
+	# B's next acquire claims it.
 	out=$(acq mutex:q "$rb" "$lb" 30000 1)
 	assert_equal "$(field outcome "$out")" granted
 	assert_equal "$(waiters q)" 1
@@ -250,7 +217,7 @@ used_ok() {
 	assert_success
 	assert_line --regexp '^queued'
 	assert_line "$(printf 'mine\t1')"
-	assert_line --regexp "^1\s+2$"
+	assert_line --regexp "^1\s+0\s+2$"
 	assert_line "$(printf 'free\t1')"
 	assert_equal "$(waiters wk)" 0
 	out=$(app "CALL lockrun_dequeue('$rb')")
