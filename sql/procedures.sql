@@ -33,15 +33,19 @@ DELIMITER //
 -- Internal routines are callable with a database-wide EXECUTE grant; each
 -- is harmless alone (lr_sweep only removes what any acquire may remove).
 
--- This server, for "does the sleeper run here" (KILL is per server).
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_node()
-  RETURNS VARCHAR(120) CHARACTER SET ascii
-  NOT DETERMINISTIC READS SQL DATA SQL SECURITY DEFINER
+-- The doorbell's named lock: a sleeping head waiter's connection holds
+-- lockrun.bell.<request> (lockrun_sleep), so a release rings it only if
+-- IS_USED_LOCK says that very connection holds it, here: named locks are
+-- per server, so this answers "does the sleeper run on this server, and
+-- is it still that connection" (not some connection that took its id
+-- after a restart) in one lookup.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_bell(
+  p_request CHAR(32) CHARACTER SET ascii) RETURNS VARCHAR(64) CHARACTER SET ascii
+  DETERMINISTIC NO SQL SQL SECURITY DEFINER
 BEGIN
-  RETURN CONCAT(@@hostname, ':', @@port, ':', @@server_id, ':',
-                (SELECT UNIX_TIMESTAMP() - VARIABLE_VALUE
-                   FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'));
+  RETURN CONCAT('lockrun.bell.', p_request);
 END//
+DROP FUNCTION IF EXISTS lr_node//
 
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_galera() RETURNS TINYINT
   NO SQL NOT DETERMINISTIC SQL SECURITY DEFINER
@@ -320,9 +324,10 @@ END//
 -- expiry) of a request of one item that left its lease (lockrun_acquire
 -- writes it for those) is served; the first other one stops the queue
 -- there, and is woken to acquire as before (p_stuck = 1: some head may
--- fit but was not served). Appends 'conn@node' of each served request's
--- sleeping doorbell to p_wake, for the KILL after the COMMIT. Cost: one locking read of the queue's head per resource, and a
--- few row writes per grant.
+-- fit but was not served). Appends 'conn@request' of each served
+-- request's sleeping doorbell to p_wake, for the KILL after the COMMIT.
+-- Cost: one locking read of the queue's head per resource, and a few row
+-- writes per grant.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_hand_off(
   IN p_gid BIGINT UNSIGNED, IN p_now DATETIME(6), INOUT p_wake VARCHAR(4000),
   OUT p_stuck TINYINT)
@@ -334,7 +339,6 @@ BEGIN
   DECLARE v_permits, v_ttl, v_used, v_cap, v_gid, v_conn, v_fence BIGINT UNSIGNED;
   DECLARE v_kind VARCHAR(10);
   DECLARE v_exp, v_since DATETIME(6);
-  DECLARE v_node VARCHAR(120) CHARACTER SET ascii;
   DECLARE v_host VARCHAR(255);
   DECLARE v_pid INT UNSIGNED;
   DECLARE v_os VARCHAR(64);
@@ -352,9 +356,9 @@ BEGIN
       SET v_req = NULL, v_lease = NULL;
       -- Locked, so the waiter's own writes (heartbeat, doorbell, leaving)
       -- come before or after this hand-off, never inside it.
-      SELECT request_id, lease, ttl_ms, permits, expires_at, since, wake_conn, wake_node,
+      SELECT request_id, lease, ttl_ms, permits, expires_at, since, wake_conn,
              host, pid, os_user, command, db_user
-        INTO v_req, v_lease, v_ttl, v_permits, v_exp, v_since, v_conn, v_node,
+        INTO v_req, v_lease, v_ttl, v_permits, v_exp, v_since, v_conn,
              v_host, v_pid, v_os, v_cmd, v_dbu
         FROM lr_waiters WHERE resource = v_res ORDER BY ticket LIMIT 1 FOR UPDATE;
       SET v_done = 0;
@@ -392,8 +396,8 @@ BEGIN
       VALUES (v_res, v_gid, v_permits, v_fence,
               LEAST(v_exp, p_now + INTERVAL v_ttl * 1000 MICROSECOND));
       DELETE FROM lr_waiters WHERE request_id = v_req;
-      IF v_conn IS NOT NULL THEN
-        SET p_wake = CONCAT(COALESCE(p_wake, ''), v_conn, '@', COALESCE(v_node, ''), ' ');
+      IF v_conn IS NOT NULL AND LENGTH(COALESCE(p_wake, '')) < 3900 THEN
+        SET p_wake = CONCAT(COALESCE(p_wake, ''), v_conn, '@', v_req, ' ');
       END IF;
       SET v_n = v_n + 1;
     END LOOP;
@@ -782,7 +786,7 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_sleep(
   IN p_request CHAR(32) CHARACTER SET ascii, IN p_ms INT UNSIGNED)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_node VARCHAR(120) CHARACTER SET ascii DEFAULT lr_node();
+  DECLARE v_node VARCHAR(120) CHARACTER SET ascii DEFAULT CONCAT(@@hostname, ':', @@port);
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_places INT;
   DECLARE v_sw, v_lwt BIGINT;
@@ -793,6 +797,12 @@ BEGIN
   END;
   CALL lr_enter(v_sw, v_lwt);
   CALL lr_check_id('request', p_request);
+  -- The doorbell's named lock (lr_bell), taken before the registration a
+  -- release reads, and kept for the connection's life (taken once: it
+  -- nests).
+  IF NOT COALESCE(IS_USED_LOCK(lr_bell(p_request)) = CONNECTION_ID(), 0) THEN
+    DO GET_LOCK(lr_bell(p_request), 0);
+  END IF;
   UPDATE lr_waiters SET wake_conn = CONNECTION_ID(), wake_node = v_node
    WHERE request_id = p_request
      AND (wake_conn IS NULL OR wake_conn <> CONNECTION_ID() OR wake_node <> v_node);
@@ -903,7 +913,7 @@ BEGIN
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
   DECLARE v_x INT;
   DECLARE v_conn BIGINT UNSIGNED;
-  DECLARE v_node, v_here VARCHAR(120) CHARACTER SET ascii;
+  DECLARE v_req CHAR(32) CHARACTER SET ascii;
   DECLARE v_key VARCHAR(64) CHARACTER SET ascii;
   DECLARE v_wake, v_one VARCHAR(4000) DEFAULT '';
   DECLARE v_stuck TINYINT DEFAULT 0;
@@ -969,7 +979,7 @@ BEGIN
   -- waiters wake by timeout).
   IF p_released > 0 THEN BEGIN
     DECLARE wc CURSOR FOR
-      SELECT w.wake_conn, w.wake_node FROM lr_grant_items r
+      SELECT w.wake_conn, w.request_id FROM lr_grant_items r
         JOIN lr_waiters w ON w.resource = r.resource
          AND w.ticket = (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = r.resource)
        WHERE r.grant_id = v_gid AND w.wake_conn IS NOT NULL;
@@ -977,9 +987,8 @@ BEGIN
     WHILE v_wake <> '' DO
       SET v_one = SUBSTRING_INDEX(v_wake, ' ', 1);
       SET v_wake = SUBSTRING(v_wake, LENGTH(v_one) + 2);
-      IF v_here IS NULL THEN SET v_here = lr_node(); END IF;
-      IF SUBSTRING_INDEX(v_one, '@', -1) = v_here THEN
-        SET v_conn = SUBSTRING_INDEX(v_one, '@', 1) + 0;
+      SET v_conn = SUBSTRING_INDEX(v_one, '@', 1) + 0;
+      IF IS_USED_LOCK(lr_bell(SUBSTRING_INDEX(v_one, '@', -1))) = v_conn THEN
         KILL QUERY v_conn;
         SET p_woken = p_woken + 1;
       END IF;
@@ -987,10 +996,9 @@ BEGIN
     IF v_stuck THEN
       OPEN wc;
       w: LOOP
-        FETCH wc INTO v_conn, v_node;
+        FETCH wc INTO v_conn, v_req;
         IF v_done THEN LEAVE w; END IF;
-        IF v_here IS NULL THEN SET v_here = lr_node(); END IF;
-        IF v_node = v_here THEN
+        IF IS_USED_LOCK(lr_bell(v_req)) = v_conn THEN
           KILL QUERY v_conn;
           SET p_woken = p_woken + 1;
         END IF;
