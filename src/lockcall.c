@@ -545,8 +545,13 @@ enum lr_call lr_call_sleep(struct lr_lock *lk, lr_db *db, unsigned ms, bool *wok
 	*woken = false;
 	lk->sleeps++;
 	r = call_row(lk, db, &sb, &c, &row);
-	/* A ring that lands outside SLEEP() interrupts the CALL instead. */
-	if (r != LR_CALL_OK && lr_db_errno(db) == ER_QUERY_INTERRUPTED) {
+	/* A ring that lands outside SLEEP() interrupts the CALL instead. A
+	 * deadlock (or lock wait timeout) of its registration means a
+	 * release was changing our places at that moment, most likely
+	 * handing us the lock: attempt now, not after a failed bell's nap. */
+	if (r != LR_CALL_OK &&
+	    (lr_db_errno(db) == ER_QUERY_INTERRUPTED || lr_db_errno(db) == ER_LOCK_DEADLOCK ||
+	     lr_db_errno(db) == ER_LOCK_WAIT_TIMEOUT)) {
 		*woken = true;
 		r = LR_CALL_OK;
 		goto out;
