@@ -21,10 +21,7 @@ teardown() {
 	# Whatever a failed test left behind: lockrun first (its command dies
 	# with it), then the proxy.
 	rm -f "$BATS_TEST_TMPDIR/freeze"
-	local p
-	for p in "${pids[@]}"; do
-		kill -KILL "$p" 2>/dev/null || true
-	done
+	kill_pids
 	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
 	[[ -z ${general_log:-} ]] || sql "SET GLOBAL general_log = OFF"
 }

@@ -16,10 +16,7 @@ setup() {
 }
 
 teardown() {
-	local p
-	for p in "${pids[@]}"; do
-		kill -KILL "$p" 2>/dev/null || true
-	done
+	kill_pids
 	if [[ -n ${ro_inst:-} ]]; then
 		lr_server_stop "$ro_inst" || true
 	fi

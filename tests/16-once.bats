@@ -19,10 +19,7 @@ setup() {
 }
 
 teardown() {
-	local p
-	for p in "${pids[@]}"; do
-		kill -KILL "$p" 2>/dev/null || true
-	done
+	kill_pids
 }
 
 # srv_ms: the server's clock, UTC, in ms since the epoch.

@@ -78,6 +78,15 @@ lr_output_is() {
 	[[ "$("$@")" == "$want" ]]
 }
 
+# kill_pids: SIGKILL every process in the array pids (a test's background
+# runs), for teardown; gone ones are fine.
+kill_pids() {
+	local p
+	for p in "${pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+}
+
 # ctl ARGS...: lockrunctl as the administrator, quietly.
 ctl() {
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q "$@"
