@@ -373,9 +373,10 @@ BEGIN
       IF v_used + v_permits > v_cap THEN
         LEAVE head;
       END IF;
+      -- A lease is left only by a request of one item (its places are
+      -- always written whole), so this place is all the request has.
       IF v_lease IS NULL OR v_ttl IS NULL
-         OR EXISTS (SELECT 1 FROM lr_grants WHERE request_id = v_lease)
-         OR EXISTS (SELECT 1 FROM lr_waiters WHERE request_id = v_req AND resource <> v_res) THEN
+         OR EXISTS (SELECT 1 FROM lr_grants WHERE request_id = v_lease) THEN
         -- It may fit, but must acquire itself: the caller wakes it.
         SET p_stuck = 1;
         LEAVE head;
@@ -425,7 +426,7 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquir
 proc: BEGIN
   DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_now DATETIME(6);
-  DECLARE v_done, v_found, v_live INT DEFAULT 0;
+  DECLARE v_done, v_found, v_live, v_nitems INT DEFAULT 0;
   DECLARE v_held_as CHAR(32) CHARACTER SET ascii;
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
   DECLARE v_kind, v_rkind VARCHAR(10);
@@ -660,14 +661,14 @@ proc: BEGIN
       -- A request of one item (not a once item: its outcome is decided
       -- by its key's run) leaves what a release needs to grant it
       -- directly (lr_hand_off).
-      SET v_found = (SELECT COUNT(*) FROM lr_req);
+      SET v_nitems = (SELECT COUNT(*) FROM lr_req);
       INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user,
                               command, since, expires_at, lease, ttl_ms, db_user)
       SELECT name, my_ticket, p_request, permits,
              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
              LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
              v_now, v_now + INTERVAL 10000000 MICROSECOND,
-             IF(v_found = 1 AND v_once_key IS NULL, p_lease, NULL), p_ttl_ms, USER()
+             IF(v_nitems = 1 AND v_once_key IS NULL, p_lease, NULL), p_ttl_ms, USER()
         FROM lr_req ORDER BY name;
       SET v_outcome = 'queued';
     ELSEIF v_outcome = 'busy' THEN
@@ -786,7 +787,6 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_sleep(
   IN p_request CHAR(32) CHARACTER SET ascii, IN p_ms INT UNSIGNED)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_node VARCHAR(120) CHARACTER SET ascii DEFAULT CONCAT(@@hostname, ':', @@port);
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_places INT;
   DECLARE v_sw, v_lwt BIGINT;
@@ -803,9 +803,8 @@ BEGIN
   IF NOT COALESCE(IS_USED_LOCK(lr_bell(p_request)) = CONNECTION_ID(), 0) THEN
     DO GET_LOCK(lr_bell(p_request), 0);
   END IF;
-  UPDATE lr_waiters SET wake_conn = CONNECTION_ID(), wake_node = v_node
-   WHERE request_id = p_request
-     AND (wake_conn IS NULL OR wake_conn <> CONNECTION_ID() OR wake_node <> v_node);
+  UPDATE lr_waiters SET wake_conn = CONNECTION_ID()
+   WHERE request_id = p_request AND (wake_conn IS NULL OR wake_conn <> CONNECTION_ID());
   CALL lr_heartbeat(p_request, v_now);
   -- Counted after the registration: a release that granted us (and so
   -- took our places) while we registered is seen here.

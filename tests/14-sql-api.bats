@@ -460,6 +460,7 @@ bad() {
 	bad "CALL lockrun_poll('xyz')"
 	bad "START TRANSACTION; CALL lockrun_release('$l', 'exited', 0, NULL)" transaction
 	bad "START TRANSACTION; CALL lockrun_settle('mutex:held', '$r', '$(newid)')" transaction
+	bad "START TRANSACTION; CALL lockrun_dequeue('$r')" transaction
 	# The held lock is untouched by all of it: not renewed, not released.
 	assert_equal "$(sql "SELECT * FROM lr_holds")" "$hold"
 }

@@ -194,3 +194,30 @@ handed() {
 	assert_output --partial "expired before it was claimed"
 	assert_equal "$(holds h9)" 0
 }
+
+@test "a release rings only the connection that holds the request's doorbell lock, never one that took its id" {
+	local ra la rb lb rc lc out conn
+	ra=$(newid) la=$(newid) rb=$(newid) lb=$(newid) rc=$(newid) lc=$(newid)
+	acq mutex:h10 "$ra" "$la" >/dev/null
+	acq mutex:h11 "$(newid)" "$(newid)" >/dev/null
+	assert_equal "$(field outcome "$(acq mutex:h10 "$rb" "$lb" 30000 1)")" queued
+	assert_equal "$(field outcome "$(acq mutex:h11 "$rc" "$lc" 30000 1)")" queued
+	# C sleeps, on its own doorbell connection, in another queue.
+	app "CALL lockrun_sleep('$rc', 20000)" >"$BATS_TEST_TMPDIR/c" 2>&1 3>&- &
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_waiters WHERE request_id = '$rc' AND wake_conn IS NOT NULL"
+	conn=$(sql "SELECT wake_conn FROM lr_waiters WHERE request_id = '$rc'")
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE ID = $conn AND STATE = 'User sleep'"
+	# B's registration names C's connection, as a stale one would after
+	# a restart gave its id to someone else.
+	sql "UPDATE lr_waiters SET wake_conn = $conn WHERE request_id = '$rb'"
+	out=$(rel "$la")
+	assert_equal "$(field woken "$out")" 0
+	[[ -n $(handed "$rb") ]] || fail "not handed to B"
+	# C sleeps on, untouched.
+	sleep 0.5
+	assert_equal "$(sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE ID = $conn AND STATE = 'User sleep'")" 1
+	sql "KILL $conn"
+	wait
+}
