@@ -983,6 +983,10 @@ BEGIN
          AND w.ticket = (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = r.resource)
        WHERE r.grant_id = v_gid AND w.wake_conn IS NOT NULL;
     DECLARE CONTINUE HANDLER FOR 1094, 1095 BEGIN END;
+    -- The release is committed: nothing here may report it failed (a
+    -- causal wait that times out on a stalled Galera node is 1205). A
+    -- failure only ends the wake-ups; the sleepers' timeouts cover them.
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN END;
     WHILE v_wake <> '' DO
       SET v_one = SUBSTRING_INDEX(v_wake, ' ', 1);
       SET v_wake = SUBSTRING(v_wake, LENGTH(v_one) + 2);
