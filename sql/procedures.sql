@@ -114,24 +114,16 @@ BEGIN
   END IF;
 END//
 
--- Parses 'kind:name[:count],...' into the session's temporary table
--- lr_req, checking it as lockrun's command line does: kinds mutex,
--- semaphore, read, write, key; names of 1-64 [A-Za-z0-9_.-] starting with
--- a letter or digit; counts 1-1000000 (semaphores only); 1-64 items, no
--- name twice. A key's resource row is named 'id:<key>'.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_parse(IN p_items VARCHAR(4000))
+-- Creates the session's temporary table lr_req, the working set of an
+-- acquire or a settlement, if it is not there yet. Creating it has a
+-- cost beyond its own: MariaDB (10.11, measured) then parses again, on
+-- their next call, the routines the session cached, also those loaded
+-- later in the same statement (1 ms for lr_acquire). Hence lr_acquire is
+-- a routine of its own, which a waiter's next call, the claim of a
+-- hand-off, does not run.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_req_open()
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_rest VARCHAR(4000) DEFAULT TRIM(COALESCE(p_items, ''));
-  DECLARE v_item, v_kind, v_name, v_cnt VARCHAR(4000);
-  DECLARE v_permits BIGINT UNSIGNED;
-  DECLARE v_n INT DEFAULT 0;
-  DECLARE v_msg VARCHAR(300);
-  DECLARE EXIT HANDLER FOR 1062
-  BEGIN
-    SET v_msg = CONCAT('lockrun: ''', LEFT(v_name, 64), ''' is named more than once');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
-  END;
   CREATE TEMPORARY TABLE IF NOT EXISTS lr_req (
     name      VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
     kind      VARCHAR(10) NOT NULL,      -- lr_resources.kind
@@ -145,6 +137,27 @@ BEGIN
     state     VARCHAR(12) NULL,          -- ok busy key_busy invalid
     message   VARCHAR(300) NULL
   ) ENGINE=MEMORY;
+END//
+
+-- Parses 'kind:name[:count],...' into the session's temporary table
+-- lr_req (lr_req_open creates it), checking it as lockrun's command line
+-- does: kinds mutex, semaphore, read, write, key; names of 1-64
+-- [A-Za-z0-9_.-] starting with a letter or digit; counts 1-1000000
+-- (semaphores only); 1-64 items, no name twice. A key's resource row is
+-- named 'id:<key>'.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_parse(IN p_items VARCHAR(4000))
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_rest VARCHAR(4000) DEFAULT TRIM(COALESCE(p_items, ''));
+  DECLARE v_item, v_kind, v_name, v_cnt VARCHAR(4000);
+  DECLARE v_permits BIGINT UNSIGNED;
+  DECLARE v_n INT DEFAULT 0;
+  DECLARE v_msg VARCHAR(300);
+  DECLARE EXIT HANDLER FOR 1062
+  BEGIN
+    SET v_msg = CONCAT('lockrun: ''', LEFT(v_name, 64), ''' is named more than once');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END;
   DELETE FROM lr_req;
   WHILE v_rest <> '' DO
     SET v_item = TRIM(SUBSTRING_INDEX(v_rest, ',', 1));
@@ -425,23 +438,13 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquir
   MODIFIES SQL DATA SQL SECURITY DEFINER
 proc: BEGIN
   DECLARE v_sw, v_lwt BIGINT;
-  DECLARE v_now DATETIME(6);
-  DECLARE v_done, v_found, v_live, v_nitems INT DEFAULT 0;
+  DECLARE v_done, v_found, v_live INT DEFAULT 0;
+  DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_held_as CHAR(32) CHARACTER SET ascii;
-  DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
-  DECLARE v_kind, v_rkind VARCHAR(10);
-  DECLARE v_permits, v_cap, v_fence, v_ticket, v_gid BIGINT UNSIGNED;
-  DECLARE v_outcome VARCHAR(10) DEFAULT 'granted';
   DECLARE v_galera TINYINT DEFAULT lr_galera();
-  DECLARE v_queued, v_ended TINYINT DEFAULT 0;
   DECLARE v_items VARCHAR(4000) DEFAULT p_items;
-  DECLARE v_once_key VARCHAR(64) CHARACTER SET ascii;  -- a once item's key, its
-  DECLARE v_once_res VARCHAR(80) CHARACTER SET ascii;  -- resource row,
-  DECLARE v_period, v_offset BIGINT UNSIGNED;          -- window length and offset,
-  DECLARE v_window DATETIME(6);                        -- and this call's window
-  DECLARE v_once_gid BIGINT UNSIGNED;                  -- the run that made it done
-  DECLARE v_once_at DATETIME(6);
-  DECLARE c CURSOR FOR SELECT name, kind, permits FROM lr_req ORDER BY name;
+  DECLARE v_once_key VARCHAR(64) CHARACTER SET ascii;  -- a once item's key,
+  DECLARE v_period, v_offset BIGINT UNSIGNED;          -- window length and offset
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -450,7 +453,6 @@ proc: BEGIN
     RESIGNAL;
   END;
   CALL lr_enter(v_sw, v_lwt);
-
   IF @@in_transaction THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_acquire: call it outside a transaction (its own would commit yours)';
   END IF;
@@ -492,7 +494,9 @@ proc: BEGIN
     UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) + INTERVAL p_ttl_ms * 1000 MICROSECOND
      WHERE grant_id = v_gid;
     CALL lr_leave(v_sw, v_lwt);
-    CALL lr_wait_lock(p_request, 0);
+    IF IS_USED_LOCK(CONCAT('lockrun.wait.', p_request)) = CONNECTION_ID() THEN
+      CALL lr_wait_lock(p_request, 0);
+    END IF;
     SELECT 'granted' AS outcome, v_gid AS grant_id, i.resource, 'ok' AS state, h.fence,
            NULL AS ticket, r.used, r.capacity, NULL AS head, 1 AS at_head,
            NULL AS wait_for, NULL AS holder, NULL AS message, NULL AS once_window,
@@ -503,16 +507,56 @@ proc: BEGIN
      WHERE i.grant_id = v_gid ORDER BY i.resource;
     LEAVE proc;
   END IF;
-  SET v_gid = NULL;
 
   CALL lr_check_id('request', p_request);
   CALL lr_check_id('lease', p_lease);
   IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
   END IF;
-  CALL lr_once_items(v_items, v_once_key, v_period, v_offset);
+  -- Each routine is parsed on a session's first call of it (the server
+  -- caches routines per connection, and every lockrun run is a new
+  -- connection), so one with nothing to do is not called: here, and at
+  -- the sweep, the wait lock and the hand-off.
+  IF LOCATE('once:', v_items) > 0 THEN
+    CALL lr_once_items(v_items, v_once_key, v_period, v_offset);
+  END IF;
+  CALL lr_req_open();
   CALL lr_parse(v_items);
-  SET v_once_res = CONCAT('id:', v_once_key);
+  CALL lr_acquire(p_request, p_lease, p_ttl_ms, p_enqueue, p_host, p_pid, p_os_user, p_command,
+                  v_once_key, v_period, v_offset, v_galera, v_sw, v_lwt);
+END//
+
+-- The acquire proper (lockrun_acquire), once the items are parsed into
+-- lr_req: steps 1 to 4 in one transaction, the wait lock, the answer.
+-- Errors go to the caller's handler, which rolls back. A routine of its
+-- own to keep the claim of a hand-off cheap: creating lr_req in a
+-- session's first acquire makes the server parse every routine that
+-- statement loaded again on the session's next call (lr_req_open), and
+-- for a waiter that next call is the claim, which then parses only
+-- lockrun_acquire, not this.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_acquire(
+  IN p_request CHAR(32) CHARACTER SET ascii, IN p_lease CHAR(32) CHARACTER SET ascii,
+  IN p_ttl_ms INT UNSIGNED, IN p_enqueue TINYINT,
+  IN p_host VARCHAR(255), IN p_pid INT UNSIGNED, IN p_os_user VARCHAR(64),
+  IN p_command VARCHAR(1024), IN p_once_key VARCHAR(64) CHARACTER SET ascii,
+  IN p_period BIGINT UNSIGNED, IN p_offset BIGINT UNSIGNED, IN p_galera TINYINT,
+  IN p_sw BIGINT, IN p_lwt BIGINT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_done, v_found, v_nitems INT DEFAULT 0;
+  DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_kind, v_rkind VARCHAR(10);
+  DECLARE v_permits, v_cap, v_fence, v_ticket, v_gid BIGINT UNSIGNED;
+  DECLARE v_outcome VARCHAR(10) DEFAULT 'granted';
+  DECLARE v_queued, v_ended TINYINT DEFAULT 0;
+  DECLARE v_once_res VARCHAR(80) CHARACTER SET ascii;  -- the once key's resource row
+  DECLARE v_window DATETIME(6);                        -- and this call's window
+  DECLARE v_once_gid BIGINT UNSIGNED;                  -- the run that made it done
+  DECLARE v_once_at DATETIME(6);
+  DECLARE c CURSOR FOR SELECT name, kind, permits FROM lr_req ORDER BY name;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  SET v_once_res = CONCAT('id:', p_once_key);
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -520,10 +564,10 @@ proc: BEGIN
   -- A once item's window, by this server's clock in UTC (no time zone
   -- enters): the start of the period, counted from the epoch plus the
   -- offset, that holds now.
-  IF v_period IS NOT NULL THEN
+  IF p_period IS NOT NULL THEN
     SET v_window = TIMESTAMP('1970-01-01 00:00:00') + INTERVAL
-        ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', v_now) DIV 1000 - v_offset)
-         DIV v_period * v_period + v_offset) * 1000 MICROSECOND;
+        ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', v_now) DIV 1000 - p_offset)
+         DIV p_period * p_period + p_offset) * 1000 MICROSECOND;
   END IF;
 
   -- 1. Lock every resource row in name order, the order every lockrun
@@ -559,7 +603,12 @@ proc: BEGIN
              ' permits of semaphore ''', v_name, ''', whose capacity is ', v_cap) WHERE name = v_name;
       SET v_outcome = 'invalid';
     ELSE
-      CALL lr_sweep(v_name, v_now);
+      IF EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name
+                    AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND)
+         OR EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_name
+                    AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND) THEN
+        CALL lr_sweep(v_name, v_now);
+      END IF;
       -- Our row, locked: `used` is exact for every committed hold.
       UPDATE lr_req q SET q.capacity = v_cap, q.fence = v_fence, q.ticket = v_ticket,
              q.used = (SELECT r.used FROM lr_resources r WHERE r.name = v_name),
@@ -594,8 +643,8 @@ proc: BEGIN
     --    this same key row's lock) is done: nothing else matters.
     IF v_outcome <> 'invalid' AND v_once_res IS NOT NULL THEN
       SELECT grant_id, done_at INTO v_once_gid, v_once_at FROM lr_once
-       WHERE idem_key = v_once_key AND granted_at >= v_window
-         AND granted_at < v_window + INTERVAL v_period * 1000 MICROSECOND
+       WHERE idem_key = p_once_key AND granted_at >= v_window
+         AND granted_at < v_window + INTERVAL p_period * 1000 MICROSECOND
        ORDER BY granted_at LIMIT 1;
       SET v_done = 0;
       IF v_once_gid IS NOT NULL THEN
@@ -637,12 +686,12 @@ proc: BEGIN
       UPDATE lr_req SET fence = fence + 1, used = used + permits;
       INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
                              ttl_ms, requested_at, acquired_at, once_window, once_period_ms)
-      SELECT p_lease, COALESCE(v_once_key, (SELECT SUBSTRING(name, 4) FROM lr_req WHERE kind = 'key' LIMIT 1)),
+      SELECT p_lease, COALESCE(p_once_key, (SELECT SUBSTRING(name, 4) FROM lr_req WHERE kind = 'key' LIMIT 1)),
              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
              LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024),
              p_ttl_ms,
              COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
-             v_now, v_window, v_period;
+             v_now, v_window, p_period;
       SET v_gid = LAST_INSERT_ID();
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       SELECT v_gid, name, kind, permits, fence FROM lr_req;
@@ -668,7 +717,7 @@ proc: BEGIN
              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
              LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
              v_now, v_now + INTERVAL 10000000 MICROSECOND,
-             IF(v_nitems = 1 AND v_once_key IS NULL, p_lease, NULL), p_ttl_ms, USER()
+             IF(v_nitems = 1 AND p_once_key IS NULL, p_lease, NULL), p_ttl_ms, USER()
         FROM lr_req ORDER BY name;
       SET v_outcome = 'queued';
     ELSEIF v_outcome = 'busy' THEN
@@ -680,30 +729,32 @@ proc: BEGIN
       UPDATE lr_req SET state = IF(name = v_once_res, 'done', 'ok'), my_ticket = NULL,
              message = IF(name = v_once_res,
                CONCAT('the window from ', DATE_FORMAT(v_window, '%Y-%m-%d %H:%i:%s'),
-                      ' UTC already has a successful run of --id ''', v_once_key,
+                      ' UTC already has a successful run of --id ''', p_once_key,
                       ''' (grant ', v_once_gid, ', ended ',
                       DATE_FORMAT(v_once_at, '%Y-%m-%d %H:%i:%s'), ')'), NULL);
       INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
                              ttl_ms, requested_at, acquired_at, ended_at, end_reason,
                              once_window, once_period_ms)
-      SELECT p_lease, v_once_key,
+      SELECT p_lease, p_once_key,
              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
              LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024),
              p_ttl_ms,
              COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
-             v_now, v_now, 'skipped', v_window, v_period;
+             v_now, v_now, 'skipped', v_window, p_period;
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       SELECT LAST_INSERT_ID(), name, kind, permits, NULL FROM lr_req;
       DELETE FROM lr_waiters WHERE request_id = p_request;
     END IF;
   END IF;
   COMMIT;
-  CALL lr_leave(v_sw, v_lwt);
+  CALL lr_leave(p_sw, p_lwt);
 
   -- The wake-up chain: hold our wait lock while we have places, drop it
   -- once granted (the waiter behind wakes).
   SET v_queued = v_outcome IN ('queued', 'busy') AND NOT EXISTS (SELECT 1 FROM lr_req WHERE my_ticket IS NULL);
-  CALL lr_wait_lock(p_request, v_queued);
+  IF v_queued OR IS_USED_LOCK(CONCAT('lockrun.wait.', p_request)) = CONNECTION_ID() THEN
+    CALL lr_wait_lock(p_request, v_queued);
+  END IF;
 
   -- The answer. Without a wait (granted, done, invalid) neither whom to
   -- wait for nor who holds it is asked: a plain read of lr_req, without
@@ -714,7 +765,7 @@ proc: BEGIN
            q.used, q.capacity, q.head,
            (q.head IS NULL OR (q.my_ticket IS NOT NULL AND q.head > q.my_ticket)) AS at_head,
            NULL AS wait_for, NULL AS holder,
-           q.message, v_window AS once_window, v_once_gid AS done_by, v_galera AS galera, 2 AS api
+           q.message, v_window AS once_window, v_once_gid AS done_by, p_galera AS galera, 2 AS api
       FROM lr_req q ORDER BY q.name;
   ELSE
   SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource, q.state,
@@ -729,10 +780,11 @@ proc: BEGIN
             (SELECT CONCAT(g.host, ':', g.pid, ' (', LEFT(g.command, 40), ')')
                FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
               WHERE h.resource = q.name ORDER BY h.grant_id LIMIT 1), NULL) AS holder,
-         q.message, v_window AS once_window, v_once_gid AS done_by, v_galera AS galera, 2 AS api
+         q.message, v_window AS once_window, v_once_gid AS done_by, p_galera AS galera, 2 AS api
     FROM lr_req q ORDER BY q.name;
   END IF;
 END//
+
 
 -- lockrun_poll: a queued request's cheap look, no transaction: one row per
 -- place. An acquire can succeed iff every row has at_head = 1 and fits = 1.
@@ -966,7 +1018,10 @@ BEGIN
      WHERE id = v_gid AND end_reason IN ('force_released', 'expired')
        AND exit_status IS NULL AND term_signal IS NULL;
   END IF;
-  IF p_released > 0 THEN
+  -- With nobody queued on the freed resources (an enqueue writes their
+  -- rows, which we hold locked) there is nothing to hand on.
+  IF p_released > 0 AND EXISTS (SELECT 1 FROM lr_grant_items i JOIN lr_waiters w ON w.resource = i.resource
+                                 WHERE i.grant_id = v_gid) THEN
     CALL lr_hand_off(v_gid, UTC_TIMESTAMP(6), v_wake, v_stuck);
   END IF;
   COMMIT;
@@ -1077,7 +1132,10 @@ BEGIN
   END IF;
   CALL lr_check_id('request', p_request);
   CALL lr_check_id('lease', p_lease);
-  CALL lr_once_items(v_itemstr, v_once_key, v_period, v_offset);
+  IF LOCATE('once:', v_itemstr) > 0 THEN
+    CALL lr_once_items(v_itemstr, v_once_key, v_period, v_offset);
+  END IF;
+  CALL lr_req_open();
   CALL lr_parse(v_itemstr);
   SELECT COUNT(*) INTO v_items FROM lr_req;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
