@@ -161,7 +161,7 @@ static bool duration_ms(const char *opt, const char *v, double lo, double hi, ui
 		         opt, v, lo, hi / 86400);
 		return false;
 	}
-	*out = (uint64_t)llround(d * 1000.0);
+	*out = lr_duration_round(d * 1000.0);
 	return true;
 }
 

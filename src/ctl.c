@@ -636,7 +636,7 @@ static bool whole_seconds(const char *opt, const char *arg, double max_s, bool z
 		lr_log_error("%s: invalid duration '%s': use e.g. 90, 30s, 5m, 2h or 7d", opt, arg);
 		return false;
 	}
-	*out = (unsigned long long)ceil(d);
+	*out = lr_duration_ceil(d);
 	return true;
 }
 

@@ -12,5 +12,7 @@
 
 bool lr_duration_parse(const char *s, double max_s, double *out_s);
 const char *lr_duration_format(double secs, char *buf, size_t len);
+unsigned long long lr_duration_round(double x);
+unsigned long long lr_duration_ceil(double x);
 
 #endif

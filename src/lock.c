@@ -1,7 +1,6 @@
 #include "lock.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <unistd.h>
 
 #include "btimer.h"
+#include "duration.h"
 #include "lockcall.h"
 #include "lockwait.h"
 #include "log.h"
@@ -334,7 +334,7 @@ bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why)
 {
 	double wait = *wait_s;
 	uint64_t start = lr_lock_now_ms(), now;
-	uint64_t deadline = wait < 0 ? UINT64_MAX : start + (uint64_t)llround(wait * 1000.0);
+	uint64_t deadline = wait < 0 ? UINT64_MAX : start + lr_duration_round(wait * 1000.0);
 	unsigned backoff = FULL_BACKOFF_MIN_MS, ms;
 	bool ok;
 
@@ -639,7 +639,7 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 {
 	uint64_t deadline =
-	    wait_s < 0 ? UINT64_MAX : lr_lock_now_ms() + (uint64_t)llround(wait_s * 1000.0);
+	    wait_s < 0 ? UINT64_MAX : lr_lock_now_ms() + lr_duration_round(wait_s * 1000.0);
 	bool quick = false; /* the last wait ended within SPIN_MS */
 	unsigned spins = 0;
 	enum tx r;

@@ -5,7 +5,6 @@
  * locks, supervisor runs the child.
  */
 #include <errno.h>
-#include <math.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include "cli.h"
 #include "config.h"
 #include "db.h"
+#include "duration.h"
 #include "exitcodes.h"
 #include "lock.h"
 #include "log.h"
@@ -253,7 +253,7 @@ static void lease_lost(struct run *r, const char *why, bool confirmed)
 	}
 	/* Act first, log after: stderr may be a pipe nobody reads. */
 	r->lost = true;
-	lr_sup_terminate(r->sup, (unsigned)llround(r->kill_after * 1000));
+	lr_sup_terminate(r->sup, (unsigned)lr_duration_round(r->kill_after * 1000));
 	lr_log_error("lock lost (%s); stopping the command", why);
 }
 
@@ -299,7 +299,7 @@ static bool lease_wanted(struct run *r)
  */
 static void supervise(struct run *r)
 {
-	unsigned interval = (unsigned)llround(r->ttl * 1000.0 / 3.0);
+	unsigned interval = (unsigned)lr_duration_round(r->ttl * 1000.0 / 3.0);
 	uint64_t first = r->lock.valid_from_ms + interval, now = lr_btimer_now_ms();
 
 	/* The first renewal is due an interval after the lease began, not
@@ -442,8 +442,8 @@ static int merge_options(struct run *r, char *err, size_t errlen)
 		         "%s%sttl %g with kill-after %g cannot be safe: the command could outlive "
 		         "its lease; use a ttl of at least %.0f s or a shorter kill-after",
 		         file ? r->cfg.path : "", file ? ": " : "", r->ttl, r->kill_after,
-		         ceil((r->kill_after + KILL_MARGIN_MS / 1000.0) /
-		              (1.0 / 3.0 - CLOCK_RATE_ERROR)));
+		         (double)lr_duration_ceil((r->kill_after + KILL_MARGIN_MS / 1000.0) /
+		                                  (1.0 / 3.0 - CLOCK_RATE_ERROR)));
 		return from_cli ? LR_EXIT_USAGE : LR_EXIT_CONFIG;
 	}
 	/* The items are always the command line's. */
@@ -556,7 +556,8 @@ static int run_locked(struct run *r)
 
 	owner_of(&owner, cmd);
 	if (!cmd || !owner.host || !owner.os_user ||
-	    !lr_lock_init(&r->lock, r->loop, r->db, &owner, (unsigned)llround(r->ttl * 1000))) {
+	    !lr_lock_init(&r->lock, r->loop, r->db, &owner,
+	                  (unsigned)lr_duration_round(r->ttl * 1000))) {
 		lr_log_error("out of memory");
 		rc = LR_EXIT_SOFTWARE;
 		goto out;

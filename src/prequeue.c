@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -16,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "duration.h"
 #include "log.h"
 #include "strbuf.h"
 
@@ -287,7 +287,7 @@ static void stop_locker(lr_prequeue *pq)
 enum lr_pq_wait lr_prequeue_wait(lr_prequeue *pq, double *wait_s, const volatile bool *cancel)
 {
 	uint64_t start = now_ms(), now;
-	uint64_t deadline = *wait_s < 0 ? UINT64_MAX : start + (uint64_t)llround(*wait_s * 1000.0);
+	uint64_t deadline = *wait_s < 0 ? UINT64_MAX : start + lr_duration_round(*wait_s * 1000.0);
 	enum lr_pq_wait w;
 
 	if (file_lock(pq->fd, F_OFD_SETLK) == 0)
