@@ -39,6 +39,20 @@ now_us() {
 	echo "${t/./}"
 }
 
+# cpu_snap: "BUSY IDLE" clock ticks of the whole machine so far (/proc/stat:
+# user, nice, system, irq, softirq; idle, iowait).
+cpu_snap() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8, $5 + $6; exit }' /proc/stat; }
+
+# proc_ticks PID: the CPU clock ticks PID has used (user + system), 0 if
+# PID is empty or gone.
+proc_ticks() {
+	[[ -n $1 && -r /proc/$1/stat ]] || {
+		echo 0
+		return
+	}
+	sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
 # contend_loop DEADLINE_US CMD...: run CMD over and over until DEADLINE_US.
 # Failures are counted in $T/cont.fail (one line each).
 contend_loop() {
@@ -54,8 +68,12 @@ contend_loop() {
 # max(1, LOOPS/8) loops run CMD_B (the writers behind readers). The wrapped
 # commands append to $T/data/cont.NAME. Sets the measuring window, WIN0 to
 # WIN1 (µs): the last CONT_SECS, once all loops have started and connected.
+# Also what the whole run cost in CPU: CONT_BUSY and CONT_IDLE, the
+# machine's ticks, and CONT_SRV, those of the server process CONT_SRV_PID
+# (empty: none).
+CONT_BUSY=0 CONT_IDLE=0 CONT_SRV=0
 contend() {
-	local name=$1 loops=$2 i nb=0
+	local name=$1 loops=$2 i nb=0 b0 i0 s0 b1 i1 s1
 	shift 2
 	local -a a=() b=() pids=()
 	while (($#)) && [[ $1 != --- ]]; do
@@ -69,6 +87,8 @@ contend() {
 	fi
 	: >"$T/data/cont.$name"
 	: >"$T/cont.fail"
+	read -r b0 i0 < <(cpu_snap)
+	s0=$(proc_ticks "${CONT_SRV_PID:-}")
 	WIN0=$(($(now_us) + CONT_WARM_US))
 	WIN1=$((WIN0 + CONT_SECS * 1000000))
 	for ((i = 0; i < loops; i++)); do
@@ -81,6 +101,25 @@ contend() {
 	done
 	BG_PIDS+=("${pids[@]}")
 	wait "${pids[@]}" || true
+	read -r b1 i1 < <(cpu_snap)
+	s1=$(proc_ticks "${CONT_SRV_PID:-}")
+	CONT_BUSY=$((b1 - b0)) CONT_IDLE=$((i1 - i0)) CONT_SRV=$((s1 - s0))
+}
+
+# cont_cpu FILE: "BUSY_PCT CPU_MS SERVER_MS" for the last contend run, whose
+# commands recorded one line each in FILE: the share of the machine's CPU
+# time that was busy, and the CPU time per command run, all processes
+# together and the server's part of it ("-" without a server).
+cont_cpu() {
+	local n hz
+	n=$(wc -l <"$1")
+	hz=$(getconf CLK_TCK)
+	awk -v b="$CONT_BUSY" -v i="$CONT_IDLE" -v s="$CONT_SRV" -v n="$n" -v hz="$hz" \
+		-v srv="${CONT_SRV_PID:-}" 'BEGIN {
+			printf "%.0f %s %s\n", (b + i > 0 ? 100 * b / (b + i) : 0),
+				(n > 0 ? sprintf("%.1f", 1000 * b / hz / n) : "-"),
+				(n > 0 && srv != "" ? sprintf("%.1f", 1000 * s / hz / n) : "-")
+		}'
 }
 
 # cont_stats NAME CAPACITY: "GRANTS_PER_S P50_US P99_US VIOLATIONS" from the
