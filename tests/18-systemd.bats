@@ -114,6 +114,24 @@ notify_listener() {
 		    f.write(msg)
 		import os
 		os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+		# systemd-notify goes on with BARRIER=1 and a pipe's write end, and
+		# waits until that is closed: close it, as the service manager does,
+		# and keep the socket until then (or 2 s of silence).
+		import array
+		s.settimeout(2)
+		try:
+		    while True:
+		        data, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(64))
+		        for level, kind, fds in anc:
+		            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+		                a = array.array("i")
+		                a.frombytes(fds[:len(fds) - len(fds) % a.itemsize])
+		                for fd in a:
+		                    os.close(fd)
+		        if data.startswith(b"BARRIER=1"):
+		            break
+		except socket.timeout:
+		    pass
 	EOF
 	listener=$!
 	lr_wait_for test -S "$1"
