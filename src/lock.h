@@ -140,6 +140,7 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost);
 
 /* How the child ended, for the lock log. */
 enum lr_end { LR_END_EXITED, LR_END_SIGNALED, LR_END_LOST, LR_END_SPAWN_FAILED, LR_END_ABORTED };
+void lr_lock_prepare_release(struct lr_lock *lk);
 bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status);
 
 const char *lr_kind_name(enum lr_kind k);

@@ -659,3 +659,20 @@ enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status)
 	lr_sb_finish(&sb);
 	return r;
 }
+
+/* CALL lockrun_release with no lease: releases nothing, but the server
+ * parses the release's routines for this connection now (see
+ * lr_lock_prepare_release). One round trip. */
+enum lr_call lr_call_prepare_release(struct lr_lock *lk)
+{
+	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "CALL lockrun_release(NULL,NULL,NULL,NULL)");
+	r = call_row(lk, lk->db, &sb, &c, &row);
+	lr_sb_finish(&sb);
+	return r;
+}

@@ -39,5 +39,6 @@ enum lr_call lr_call_sleep(struct lr_lock *lk, lr_db *db, unsigned ms, bool *wok
 enum lr_call lr_call_dequeue(struct lr_lock *lk);
 enum lr_call lr_call_renew(struct lr_lock *lk, bool *lost);
 enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status);
+enum lr_call lr_call_prepare_release(struct lr_lock *lk);
 
 #endif

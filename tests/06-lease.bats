@@ -235,6 +235,23 @@ no_rows() {
 	assert_output "$(printf 'Query\tCALL lockrun_acquire\nQuery\tCALL lockrun_release\nQuit\t')"
 }
 
+@test "a command that runs a while has its release prepared once, which releases nothing" {
+	log_on
+	"$LOCKRUN" -x prep -- sh -c "sleep 0.5; $(rec_cmd "$rec" A)" &
+	local pid=$!
+	pids+=("$pid")
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM mysql.general_log WHERE argument LIKE 'CALL lockrun_release(NULL%'"
+	# Prepared while the command runs, and the lock is still held.
+	assert_equal "$(holds prep)" 1
+	[[ ! -s $rec ]] || fail "the command was done before the release was prepared"
+	wait "$pid"
+	run lockrun_log
+	assert_output "$(printf 'Query\tCALL lockrun_acquire\nQuery\tCALL lockrun_release\nQuery\tCALL lockrun_release\nQuit\t')"
+	assert_equal "$(sql "SELECT COUNT(*) FROM mysql.general_log WHERE argument LIKE 'CALL lockrun_release(NULL%'")" 1
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status) FROM lr_grants")" "exited 0"
+	assert_equal "$(holds prep)" 0
+}
+
 @test "an idle holder sends one statement per renewal interval: CALL lockrun_renew" {
 	log_on
 	# ttl 3: a renewal every second, so about three while the command runs.
@@ -243,10 +260,12 @@ no_rows() {
 	run lockrun_log
 	echo "$output"
 	assert_line --index 0 $'Query\tCALL lockrun_acquire'
+	# Once, early: the release prepared (a release with no lease).
+	assert_line --index 1 $'Query\tCALL lockrun_release'
 	assert_line --index $((${#lines[@]} - 2)) $'Query\tCALL lockrun_release'
 	local renewals
 	renewals=$(grep -cx $'Query\tCALL lockrun_renew' <<<"$output")
 	((renewals >= 2 && renewals <= 4)) || fail "$renewals renewals in 3.5 s"
-	# Nothing but those: acquire, renewals, release, quit.
-	assert_equal "${#lines[@]}" $((renewals + 3))
+	# Nothing but those: acquire, prepare, renewals, release, quit.
+	assert_equal "${#lines[@]}" $((renewals + 4))
 }

@@ -753,6 +753,11 @@ need_pymysql() {
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_holds WHERE grant_id = $gid")" 1
 	assert_equal "$(sql "SELECT expires_at < UTC_TIMESTAMP(6) + INTERVAL 10 SECOND FROM lr_holds WHERE grant_id = $gid")" 1
 	assert_equal "$(sql "SELECT ended_at IS NULL FROM lr_grants WHERE id = $gid")" 1
+	# No lease at all: the release is only prepared, nothing is released.
+	out=$(app "CALL lockrun_release(NULL, NULL, NULL, NULL)")
+	assert_equal "$(field released "$out")" 0
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_holds WHERE grant_id = $gid")" 1
+	assert_equal "$(sql "SELECT ended_at IS NULL FROM lr_grants WHERE id = $gid")" 1
 	out=$(rel "$lease")
 	assert_equal "$(field released "$out")" 1
 }
