@@ -3,7 +3,8 @@
 # bench/lib.bash: what bench/run and bench/galera share: formatting,
 # percentiles, and the contention loops with their hand-off statistics.
 # Expects T (the temp dir, with data/ in it), CONT_SECS, CONT_WARM_US and
-# the array BG_PIDS from the caller.
+# the array BG_PIDS from the caller; the hand-off rounds also LOCKRUN, STAMP
+# and db_sql (a query as the administrator in lockrun's database).
 
 # fmt_ms MICROSECONDS: milliseconds with two decimals ("-" stays "-").
 fmt_ms() { awk -v v="$1" 'BEGIN { if (v ~ /^-?[0-9.]+$/) printf "%.2f", v / 1000; else printf "-" }'; }
@@ -141,4 +142,72 @@ cont_stats() {
 	bad=$(awk '$1 < 0 { n++ } END { print n + 0 }' "$T/data/r2s.$name")
 	read -r p50 p99 < <(pct "$T/data/r2s.$name" 50 99)
 	echo "$grants $p50 $p99 $bad"
+}
+
+# until_holds NAME N: waits until resource NAME has N live holds, looking
+# every 10 ms (a holder may hold for only 0.15 s), for at most 10 s.
+until_holds() {
+	local i
+	for ((i = 0; i < 1000; i++)); do
+		(($(db_sql "SELECT COUNT(*) FROM lr_holds WHERE resource = '$1'") == $2)) && return 0
+		sleep 0.01
+	done
+	return 1
+}
+
+# handoff_round KIND OUT: one hand-off with one waiter (KIND: mutex,
+# semaphore, writer, or flock for the harness alone); appends the time from
+# the end of the freeing command to the start of the waiter's (µs) to OUT.
+# Needs LOCKRUN, STAMP, db_sql, and the semaphore ho-sem of capacity 3. Not
+# to be called in $(...) (BG_PIDS).
+handoff_round() {
+	local kind=$1 out=$2 f=$T/ho.rec
+	local -a pids=()
+	: >"$f"
+	case $kind in
+	mutex)
+		"$LOCKRUN" -x ho-mx -- sh -c "sleep 0.15; exec $STAMP $f end" &
+		pids+=($!)
+		until_holds ho-mx 1
+		"$LOCKRUN" -x ho-mx -- "$STAMP" "$f" start &
+		pids+=($!)
+		;;
+	semaphore)
+		# The youngest of three holders leaves first.
+		"$LOCKRUN" -s ho-sem -- sleep 0.6 &
+		pids+=($!)
+		until_holds ho-sem 1
+		"$LOCKRUN" -s ho-sem -- sleep 0.6 &
+		pids+=($!)
+		until_holds ho-sem 2
+		"$LOCKRUN" -s ho-sem -- sh -c "sleep 0.15; exec $STAMP $f end" &
+		pids+=($!)
+		until_holds ho-sem 3
+		"$LOCKRUN" -s ho-sem -- "$STAMP" "$f" start &
+		pids+=($!)
+		;;
+	writer)
+		# A writer behind three readers; the last of them leaves last.
+		"$LOCKRUN" --read ho-rw -- sleep 0.4 &
+		pids+=($!)
+		"$LOCKRUN" --read ho-rw -- sleep 0.4 &
+		pids+=($!)
+		"$LOCKRUN" --read ho-rw -- sh -c "sleep 0.6; exec $STAMP $f end" &
+		pids+=($!)
+		until_holds ho-rw 3
+		"$LOCKRUN" --write ho-rw -- "$STAMP" "$f" start &
+		pids+=($!)
+		;;
+	flock)
+		flock "$T/ho.lock" sh -c "sleep 0.15; exec $STAMP $f end" &
+		pids+=($!)
+		sleep 0.05
+		flock "$T/ho.lock" "$STAMP" "$f" start &
+		pids+=($!)
+		;;
+	esac
+	BG_PIDS+=("${pids[@]}")
+	wait "${pids[@]}"
+	awk '$1 == "end" { e = $3 } $1 == "start" { s = $2 } END { print int((s - e) / 1000) }' "$f" \
+		>>"$out"
 }
