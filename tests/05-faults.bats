@@ -343,3 +343,30 @@ ms_since() {
 	assert_equal "$(waiters hk)" 0
 	assert_equal "$(holds hk)" 0
 }
+
+@test "the proxy's delay takes milliseconds with up to three decimals, in each direction" {
+	proxy
+	local -a cli=(mariadb --no-defaults -h 127.0.0.1 -P "$proxy_port" -u lockrun
+		"--password=$(<"$LR_DB/lockrun.pw")" -N -B lockrun)
+	local bad t0 ms
+	for bad in 1.2345 .5 2. 0.5x -1 600000.001; do
+		echo "delay $bad" >"$fifo"
+		lr_wait_for grep -qx "error delay $bad" "$fifo.log"
+	done
+	# 0.5 ms each way: 100 statements, one round trip each, take 100 ms
+	# at least (each is also delayed twice by the handshake's exchanges).
+	pctl delay 0.5
+	t0=$EPOCHREALTIME
+	"${cli[@]}" -e "$(printf 'DO 1;%.0s' {1..100})" >/dev/null
+	ms=$(ms_since "$t0")
+	((ms >= 100)) || fail "100 round trips at a 1 ms RTT took $ms ms"
+	pctl delay 200
+	t0=$EPOCHREALTIME
+	"${cli[@]}" -e "DO 1" >/dev/null
+	ms=$(ms_since "$t0")
+	# A connection and one statement: several round trips of 400 ms.
+	((ms >= 800)) || fail "a connection and a statement at a 400 ms RTT took $ms ms"
+	pctl delay 0
+	run "$LOCKRUN" -c "$pconf" -x pdelay -- true
+	assert_success
+}

@@ -23,8 +23,9 @@
  *                       accepted (by the kernel's handshake) but are not
  *                       connected upstream.  off: everything resumes.
  *   delay MS            hold each chunk read from either side for MS ms
- *                       before passing it on (0: no delay).  Applies to
- *                       data read from then on.
+ *                       before passing it on (0: no delay); MS may have
+ *                       up to three decimals (delay 0.5: a 1 ms round
+ *                       trip).  Applies to data read from then on.
  *   drop-reply PATTERN  one shot: the next COM_QUERY whose SQL text starts
  *                       with PATTERN (ASCII, case-insensitive) is passed
  *                       to the server, its reply is swallowed, and 50 ms
@@ -49,8 +50,11 @@
  *
  * Only the plaintext protocol can be inspected: no TLS, no compression.
  * Each direction buffers at most 1 MiB; while that is full, the sending
- * side is not read.  Everything runs from one poll() loop.
+ * side is not read.  Everything runs from one ppoll() loop, which keeps
+ * time in microseconds.
  */
+
+#define _GNU_SOURCE /* ppoll */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -79,10 +83,10 @@
 #define BUF_MAX       (1024 * 1024) /* most bytes buffered per direction */
 #define READ_MIN      4096          /* compact or grow when less room is left */
 #define MAX_CHUNKS    256           /* delay time stamps kept per direction */
-#define POLL_MS       200           /* bounds how long a signal can go unnoticed */
-#define DROP_GRACE_MS 50            /* reply seen -> client cut off */
-#define ACCEPT_PAUSE  100           /* ms without accepting when out of fds */
-#define MAX_DELAY     600000
+#define POLL_US       200000        /* bounds how long a signal can go unnoticed */
+#define DROP_GRACE_US 50000         /* reply seen -> client cut off */
+#define ACCEPT_PAUSE  100000        /* µs without accepting when out of fds */
+#define MAX_DELAY     600000        /* ms */
 #define CTL_LINE      512
 #define MAX_PATTERN   256
 #define MAX_PAYLOAD   0xffffffu
@@ -140,9 +144,9 @@ struct conn {
 	struct parser ps;
 	enum trap trap;
 	uint64_t trap_end; /* client->server position where the query ends */
-	int64_t fire_at;   /* when to cut the client off; 0: no reply yet */
+	int64_t fire_at;   /* when to cut the client off (µs); 0: no reply yet */
 	char pattern[MAX_PATTERN + 1];
-	int64_t hold; /* hold-query: ms to hold the query; 0: drop-reply */
+	int64_t hold; /* hold-query: µs to hold the query; 0: drop-reply */
 	int done;
 };
 
@@ -150,7 +154,7 @@ struct proxy {
 	int lfd, ctl_fd, ctl_wfd, log_fd;
 	unsigned target;
 	int blackhole;
-	int64_t delay;
+	int64_t delay; /* µs */
 	int armed;
 	int64_t hold; /* the armed trap is hold-query's, holding this long */
 	char pattern[MAX_PATTERN + 1];
@@ -175,12 +179,12 @@ static void usage(FILE *f)
 	           " --control FIFO\n");
 }
 
-static int64_t now_ms(void)
+static int64_t now_us(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Relayed data is sent as soon as it is due; Nagle would add delays we
@@ -480,7 +484,7 @@ static void upstream_gone(struct conn *c)
 }
 
 /* Start a non-blocking connect to 127.0.0.1:target.  Loopback connects
- * usually complete at once; otherwise poll() reports writability. */
+ * usually complete at once; otherwise ppoll() reports writability. */
 static void start_upstream(const struct proxy *p, struct conn *c)
 {
 	struct sockaddr_in sa;
@@ -574,7 +578,7 @@ static void read_upstream(const struct proxy *p, struct conn *c, int64_t now)
 
 		n = sock_read(c->ufd, sink, sizeof(sink));
 		if (n > 0 && c->fire_at == 0)
-			c->fire_at = now + DROP_GRACE_MS;
+			c->fire_at = now + DROP_GRACE_US;
 	} else {
 		size_t room = flow_space(f);
 
@@ -644,7 +648,7 @@ static int64_t conn_wake(const struct proxy *p, const struct conn *c, int64_t no
 	return wake;
 }
 
-/* Did poll() say this side has something for us?  Errors and hang-ups
+/* Did ppoll() say this side has something for us?  Errors and hang-ups
  * count when we asked for input: the read then reports them. */
 static int readable(const struct pollfd *pfd)
 {
@@ -652,7 +656,7 @@ static int readable(const struct pollfd *pfd)
 }
 
 /* An error or hang-up we did not read our way into (we were not
- * reading that side), which would make poll() return at once forever. */
+ * reading that side), which would make ppoll() return at once forever. */
 static int broken(const struct pollfd *pfd)
 {
 	return !(pfd->events & POLLIN) && (pfd->revents & (POLLERR | POLLHUP | POLLNVAL));
@@ -715,7 +719,7 @@ static int client_left(int fd)
 	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-/* Move a connection along after a poll() round; pc and pu are its pollfds
+/* Move a connection along after a ppoll() round; pc and pu are its pollfds
  * from that round (all zero for a connection accepted since). */
 static void pump(struct proxy *p, struct conn *c, const struct pollfd *pc, const struct pollfd *pu,
                  int64_t now)
@@ -859,19 +863,32 @@ static void kill_all(struct proxy *p)
 	}
 }
 
-/* Parse a delay in milliseconds; -1 if it is not one. */
+/* Parse a time in milliseconds, with up to three decimals, into
+ * microseconds; -1 if it is not one. */
 static int64_t parse_ms(const char *s)
 {
+	int64_t frac = 0;
 	char *end;
 	long v;
+	int digits = 0;
 
 	if (*s < '0' || *s > '9')
 		return -1;
 	errno = 0;
 	v = strtol(s, &end, 10);
-	if (errno || *end || v > MAX_DELAY)
+	if (errno || v > MAX_DELAY)
 		return -1;
-	return v;
+	if (*end == '.') {
+		for (end++; *end >= '0' && *end <= '9' && digits < 3; end++, digits++)
+			frac = frac * 10 + (*end - '0');
+		if (digits == 0)
+			return -1;
+		for (; digits < 3; digits++)
+			frac *= 10;
+	}
+	if (*end || (v == MAX_DELAY && frac > 0))
+		return -1;
+	return (int64_t)v * 1000 + frac;
 }
 
 static int is_blank(char ch);
@@ -1007,14 +1024,15 @@ static void read_control(struct proxy *p)
 
 /* ---- main loop --------------------------------------------------------- */
 
-/* One poll() round over the listener, the FIFO and every connection.
+/* One ppoll() round over the listener, the FIFO and every connection.
  * Commands are applied before connections are served, so e.g. "blackhole
- * off" takes effect in the same round.  Returns -1 only if poll() fails. */
+ * off" takes effect in the same round.  Returns -1 only if ppoll() fails. */
 static int serve_once(struct proxy *p)
 {
 	static const struct pollfd none = {.fd = -1};
 	size_t i, n = p->nconns;
-	int64_t now = now_ms(), wake = now + POLL_MS;
+	int64_t now = now_us(), wake = now + POLL_US;
+	struct timespec ts;
 
 	p->pfd[0].fd = n < MAX_CONNS && now >= p->accept_after ? p->lfd : -1;
 	p->pfd[0].events = POLLIN;
@@ -1031,13 +1049,15 @@ static int serve_once(struct proxy *p)
 		if (t >= 0 && t < wake)
 			wake = t;
 	}
-	if (poll(p->pfd, (nfds_t)(2 + 2 * n), (int)(wake > now ? wake - now : 0)) < 0) {
+	ts.tv_sec = wake > now ? (wake - now) / 1000000 : 0;
+	ts.tv_nsec = wake > now ? (wake - now) % 1000000 * 1000 : 0;
+	if (ppoll(p->pfd, (nfds_t)(2 + 2 * n), &ts, NULL) < 0) {
 		if (errno == EINTR)
 			return 0;
-		fprintf(stderr, PROG ": poll: %s\n", strerror(errno));
+		fprintf(stderr, PROG ": ppoll: %s\n", strerror(errno));
 		return -1;
 	}
-	now = now_ms();
+	now = now_us();
 	if (p->pfd[1].revents)
 		read_control(p);
 	if (p->pfd[0].revents & POLLIN)
