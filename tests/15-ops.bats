@@ -555,6 +555,31 @@ print(d["problems"], s["privileges"], s["procedures"], s["schema"])' "$output"
 	assert_line "no problems, 1 warning"
 }
 
+@test "doctor warns when this host's clock is off the server's, and says leases do not use it" {
+	local -a shim=(env LD_PRELOAD="$LR_TOOLS/lrclock.so")
+	# clock: the check's status and detail, one line.
+	clock() {
+		python3 -c 'import json, sys
+d = json.loads(sys.argv[1])
+print(*[c["status"] + " " + c["detail"] for c in d["checks"] if c["check"] == "clock"])' "$1"
+	}
+	run "${shim[@]}" LR_CLOCK_SHIFT=-30 "$LOCKRUNCTL" -c "$LOCKRUN_CONFIG" doctor
+	assert_success
+	assert_line --regexp '^WARN +clock +the server.s clock is (29\.9[5-9][0-9]|30\.0[0-4][0-9]) s ahead of this host.s \(\+/-$'
+	assert_line --regexp '^no problems, [1-9][0-9]* warnings?$'
+	run "${shim[@]}" LR_CLOCK_SHIFT=-30 "$LOCKRUNCTL" -c "$LOCKRUN_CONFIG" --json doctor
+	assert_success
+	run clock "$output"
+	assert_output --regexp '^warning the server.s clock is (29\.9[5-9][0-9]|30\.0[0-4][0-9]) s ahead of this host.s \(\+/- [0-9.]+ s; warned past 2 s\); leases use only the server.s$'
+	run "${shim[@]}" LR_CLOCK_SHIFT=5 "$LOCKRUNCTL" -c "$LOCKRUN_CONFIG" --json doctor
+	run clock "$output"
+	assert_output --regexp '^warning the server.s clock is [45]\.[0-9]+ s behind this host.s '
+	# The true clock: within the 2 s that are warned about.
+	run "$LOCKRUNCTL" -c "$LOCKRUN_CONFIG" --json doctor
+	run clock "$output"
+	assert_output --regexp '^ok the server.s clock is [01]\.[0-9]+ s '
+}
+
 @test "doctor flags a server started with --read-only, and a wait_timeout shorter than the lease (exit 1)" {
 	ro_inst=$LR_TMP/ro.$BATS_TEST_NUMBER
 	mkdir -p "$ro_inst"

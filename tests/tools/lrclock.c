@@ -1,6 +1,7 @@
 /*
  * lrclock.so - an LD_PRELOAD shim that shows lockrun what a suspend looks
- * like, and slows its fork. Test helper only, never installed.
+ * like, slows its fork, and sets a host's clock wrong. Test helper only,
+ * never installed.
  *
  *   LR_CLOCK_FREEZE=FILE     while FILE exists, CLOCK_MONOTONIC (and its
  *                            _COARSE and _RAW kin) stand still; once FILE
@@ -11,6 +12,9 @@
  *                            fall behind while boottime runs on.
  *   LR_CLOCK_FORK_DELAY=MS   every fork() or vfork() first sleeps MS ms: a
  *                            slow start of the command.
+ *   LR_CLOCK_SHIFT=S         CLOCK_REALTIME reads S seconds (an integer,
+ *                            may be negative) off the true time: a host
+ *                            whose clock is wrong.
  *
  * The constructor removes LD_PRELOAD and these variables from the
  * environment, so the command lockrun runs does not inherit the shim.
@@ -32,6 +36,7 @@ typedef pid_t (*fork_fn)(void);
 
 static char *freeze_file;
 static long fork_delay_ms;
+static long shift_s;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Per clock: whether it stands still, its real reading when it stopped,
@@ -46,13 +51,17 @@ __attribute__((constructor)) static void lrclock_init(void)
 {
 	const char *f = getenv("LR_CLOCK_FREEZE");
 	const char *d = getenv("LR_CLOCK_FORK_DELAY");
+	const char *sh = getenv("LR_CLOCK_SHIFT");
 
 	if (f && *f)
 		freeze_file = strdup(f);
 	if (d)
 		fork_delay_ms = strtol(d, NULL, 10);
+	if (sh)
+		shift_s = strtol(sh, NULL, 10);
 	unsetenv("LR_CLOCK_FREEZE");
 	unsetenv("LR_CLOCK_FORK_DELAY");
+	unsetenv("LR_CLOCK_SHIFT");
 	unsetenv("LD_PRELOAD");
 }
 
@@ -70,6 +79,8 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "clock_gettime"); /* POSIX's idiom */
 	rc = real(id, ts);
+	if (rc == 0 && id == CLOCK_REALTIME)
+		ts->tv_sec += (time_t)shift_s;
 	if (rc != 0 || !freeze_file || !is_monotonic(id) || id < 0 || id >= NCLOCKS)
 		return rc;
 	now = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
