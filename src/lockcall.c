@@ -231,14 +231,22 @@ static void note_wait_for(struct lr_lock *lk, const char *v)
 
 /* The once-per window start from the server, 'YYYY-MM-DD HH:MM:SS[.ffffff]'
  * UTC: kept only if it looks like one (it goes into the child's
- * environment). */
+ * environment), with the fraction's trailing zeros dropped, and the
+ * fraction with them if it is all zeros. A window can start inside a
+ * second (--once-offset 0.25s): its start must then say so, or two
+ * windows of one second would look alike. */
 static void note_window(struct lr_lock *lk, const char *v)
 {
 	size_t n = v ? strlen(v) : 0;
 
-	if (n < 19 || n >= sizeof(lk->once_window) || strspn(v, "0123456789-: .") != n)
+	if (n < 19 || n >= sizeof(lk->once_window) || strspn(v, "0123456789-: .") != n ||
+	    (n > 19 && (v[19] != '.' || strspn(v + 20, "0123456789") != n - 20)))
 		return;
-	snprintf(lk->once_window, sizeof(lk->once_window), "%.19s", v);
+	while (n > 20 && v[n - 1] == '0')
+		n--;
+	if (n == 20)
+		n = 19;
+	snprintf(lk->once_window, sizeof(lk->once_window), "%.*s", (int)n, v);
 }
 
 static enum lr_outcome outcome_of(const char *s)

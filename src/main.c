@@ -186,8 +186,9 @@ static char **lock_env(const struct lr_lock *lk)
 		env[k++] = lease.buf;
 	}
 	if (lk->once_window[0]) {
-		/* 'YYYY-MM-DD HH:MM:SS' as ISO 8601: the window this run is for. */
-		lr_sb_printf(&window, "LOCKRUN_WINDOW=%.10sT%.8sZ", lk->once_window,
+		/* 'YYYY-MM-DD HH:MM:SS[.fff]' as ISO 8601: the window this run
+		 * is for. */
+		lr_sb_printf(&window, "LOCKRUN_WINDOW=%.10sT%sZ", lk->once_window,
 		             lk->once_window + 11);
 		env[k++] = window.buf;
 	}

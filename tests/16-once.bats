@@ -184,6 +184,16 @@ holder_and_waiter() {
 	assert_output "$(sql "SELECT DATE_FORMAT(UTC_DATE(), '%Y-%m-%dT00:00:00Z')")"
 }
 
+@test "a window that starts inside a second has the fraction in LOCKRUN_WINDOW" {
+	run -0 "$LOCKRUN" --id k6f --once-per 1 --once-offset 0.25 -- sh -c 'echo "$LOCKRUN_WINDOW"'
+	assert_output --regexp '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.25Z$'
+	assert_equal "$(sql "SELECT CONCAT(DATE_FORMAT(once_window, '%Y-%m-%dT%H:%i:%s.'),
+		TRIM(TRAILING '0' FROM LPAD(MICROSECOND(once_window), 6, '0')), 'Z')
+		FROM lr_grants WHERE idem_key = 'k6f'")" "$output"
+	run -0 "$LOCKRUN" --id k6g --once-per 1.5 -- sh -c 'echo "$LOCKRUN_WINDOW"'
+	assert_output --regexp '^[0-9T:-]{19}(\.5)?Z$'
+}
+
 @test "bad --once-per, --once-offset, --min-hold and --done-exit-code values are usage errors that write nothing" {
 	local args
 	while IFS= read -r args; do
