@@ -163,47 +163,40 @@ until_holds() {
 handoff_round() {
 	local kind=$1 out=$2 f=$T/ho.rec
 	local -a pids=()
+	# later CMD...: CMD in the background, its pid kept for the wait.
+	later() {
+		"$@" &
+		pids+=($!)
+	}
 	: >"$f"
 	case $kind in
 	mutex)
-		"$LOCKRUN" -x ho-mx -- sh -c "sleep 0.15; exec $STAMP $f end" &
-		pids+=($!)
+		later "$LOCKRUN" -x ho-mx -- sh -c "sleep 0.15; exec $STAMP $f end"
 		until_holds ho-mx 1
-		"$LOCKRUN" -x ho-mx -- "$STAMP" "$f" start &
-		pids+=($!)
+		later "$LOCKRUN" -x ho-mx -- "$STAMP" "$f" start
 		;;
 	semaphore)
 		# The youngest of three holders leaves first.
-		"$LOCKRUN" -s ho-sem -- sleep 0.6 &
-		pids+=($!)
+		later "$LOCKRUN" -s ho-sem -- sleep 0.6
 		until_holds ho-sem 1
-		"$LOCKRUN" -s ho-sem -- sleep 0.6 &
-		pids+=($!)
+		later "$LOCKRUN" -s ho-sem -- sleep 0.6
 		until_holds ho-sem 2
-		"$LOCKRUN" -s ho-sem -- sh -c "sleep 0.15; exec $STAMP $f end" &
-		pids+=($!)
+		later "$LOCKRUN" -s ho-sem -- sh -c "sleep 0.15; exec $STAMP $f end"
 		until_holds ho-sem 3
-		"$LOCKRUN" -s ho-sem -- "$STAMP" "$f" start &
-		pids+=($!)
+		later "$LOCKRUN" -s ho-sem -- "$STAMP" "$f" start
 		;;
 	writer)
 		# A writer behind three readers; the last of them leaves last.
-		"$LOCKRUN" --read ho-rw -- sleep 0.4 &
-		pids+=($!)
-		"$LOCKRUN" --read ho-rw -- sleep 0.4 &
-		pids+=($!)
-		"$LOCKRUN" --read ho-rw -- sh -c "sleep 0.6; exec $STAMP $f end" &
-		pids+=($!)
+		later "$LOCKRUN" --read ho-rw -- sleep 0.4
+		later "$LOCKRUN" --read ho-rw -- sleep 0.4
+		later "$LOCKRUN" --read ho-rw -- sh -c "sleep 0.6; exec $STAMP $f end"
 		until_holds ho-rw 3
-		"$LOCKRUN" --write ho-rw -- "$STAMP" "$f" start &
-		pids+=($!)
+		later "$LOCKRUN" --write ho-rw -- "$STAMP" "$f" start
 		;;
 	flock)
-		flock "$T/ho.lock" sh -c "sleep 0.15; exec $STAMP $f end" &
-		pids+=($!)
+		later flock "$T/ho.lock" sh -c "sleep 0.15; exec $STAMP $f end"
 		sleep 0.05
-		flock "$T/ho.lock" "$STAMP" "$f" start &
-		pids+=($!)
+		later flock "$T/ho.lock" "$STAMP" "$f" start
 		;;
 	esac
 	BG_PIDS+=("${pids[@]}")
