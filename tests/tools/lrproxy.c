@@ -1031,7 +1031,7 @@ static int serve_once(struct proxy *p)
 {
 	static const struct pollfd none = {.fd = -1};
 	size_t i, n = p->nconns;
-	int64_t now = now_us(), wake = now + POLL_US;
+	int64_t now = now_us(), wake = now + POLL_US, left;
 	struct timespec ts;
 
 	p->pfd[0].fd = n < MAX_CONNS && now >= p->accept_after ? p->lfd : -1;
@@ -1049,8 +1049,9 @@ static int serve_once(struct proxy *p)
 		if (t >= 0 && t < wake)
 			wake = t;
 	}
-	ts.tv_sec = wake > now ? (wake - now) / 1000000 : 0;
-	ts.tv_nsec = wake > now ? (wake - now) % 1000000 * 1000 : 0;
+	left = wake > now ? wake - now : 0;
+	ts.tv_sec = (time_t)(left / 1000000);
+	ts.tv_nsec = (long)(left % 1000000 * 1000);
 	if (ppoll(p->pfd, (nfds_t)(2 + 2 * n), &ts, NULL) < 0) {
 		if (errno == EINTR)
 			return 0;
