@@ -70,16 +70,28 @@ def acquire(conn, items, request, timeout, ttl_ms):
     """Take ITEMS, waiting in the queue up to TIMEOUT seconds.
     Returns the granted rows and the lease id, or None on timeout."""
     deadline = time.monotonic() + timeout
+    # The lease is the grant's secret. Keep it while the request waits: a
+    # release may hand the grant to the request under the lease it queued
+    # with, and only that lease claims it. Take a new one only when the
+    # old one is spent (a settlement that did not grant, or a handed grant
+    # that expired before it was claimed).
+    lease = uuid.uuid4().hex
     while True:
-        lease = uuid.uuid4().hex  # a new lease id for every attempt
         try:
             rows = call(conn, "lockrun_acquire", items, request, lease, ttl_ms, 1,
                         None, None, None, sys.argv[0])
-        except pymysql.err.OperationalError:
+        except pymysql.err.OperationalError as e:
+            if e.args[0] == 1644:  # the procedure's own refusal
+                if "expired before it was claimed" not in e.args[1]:
+                    raise
+                lease = uuid.uuid4().hex
+                continue
             # The answer was lost: the grant may or may not exist. Settle it
             # on a new connection; the lease id is spent unless granted.
             conn.connect()
             rows = call(conn, "lockrun_settle", items, request, lease)
+            if rows[0]["outcome"] != "granted":
+                lease = uuid.uuid4().hex
         outcome = rows[0]["outcome"]
         if outcome == "granted":
             return rows, lease
@@ -174,7 +186,7 @@ def main():
         conn.begin()
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
             # ... INSERT/UPDATE the application's own tables here ...
-            cur.execute("CALL lockrun_check(%s, %s)", (grant_id, a.name))
+            cur.execute("CALL lockrun_check(%s, %s)", (lease, a.name))
             chk = cur.fetchone()
             while cur.nextset():
                 pass

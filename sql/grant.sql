@@ -1,20 +1,42 @@
--- The least privilege a lockrun account needs: EXECUTE on lockrun's
--- procedures, nothing on its tables. The procedures run as the locked
--- account 'lockrun_owner'@'localhost' (SQL SECURITY DEFINER), which
--- `lockrunctl init` creates; so lockrun, and any application using the SQL
--- API (doc/sql-api.md), can take, renew, check and release locks but
--- cannot write a row of its own into the tables. Named locks
--- (GET_LOCK/RELEASE_LOCK) need no privilege.
+-- The one grant a lockrun account needs, applied by an administrator in
+-- the lockrun database (mariadb lockrun < sql/grant.sql), before or after
+-- `lockrunctl init`:
 --
 --     CREATE USER 'lockrun'@'%' IDENTIFIED BY '...';
-GRANT EXECUTE ON lockrun.* TO 'lockrun'@'%';
+CREATE ROLE IF NOT EXISTS lockrun_api;
+GRANT lockrun_api TO 'lockrun'@'%';
+SET DEFAULT ROLE lockrun_api FOR 'lockrun'@'%';
+--
+-- The role lockrun_api (<database>_api for another database name) may
+-- execute exactly the eight public procedures of the SQL API
+-- (doc/sql-api.md): lockrun_acquire, lockrun_settle, lockrun_poll,
+-- lockrun_sleep, lockrun_dequeue, lockrun_renew, lockrun_release and
+-- lockrun_check; `lockrunctl init` grants them to it, and grants them
+-- again whenever it installs new routines. They run as the locked account
+-- 'lockrun_owner'@'localhost' (SQL SECURITY DEFINER). So lockrun, and any
+-- application with this grant, can take, renew, check and release locks,
+-- and nothing else: it cannot call lockrun's internal routines (1370),
+-- read or write its tables (1142) or create temporary tables there (1044).
+-- It can renew, release, check or claim only the grants and queue places
+-- whose secrets (lease and request id) it made itself.
+--
+-- The role is the account's default role, so it is active in every new
+-- session without SET ROLE. An account has one default role: if yours
+-- already has another, grant lockrun_api to that role instead.
+--
+-- What breaks this boundary: any further right of the account on the
+-- lockrun database. With CREATE TEMPORARY TABLES, or a table privilege,
+-- an account can create a temporary table named like one of lockrun's in
+-- its own session, which the routines would then read and write instead
+-- of the real one. `lockrunctl doctor`, run by an administrator, lists
+-- such accounts.
 --
 -- `lockrunctl init` needs an administrator once: CREATE, ALTER, INDEX,
 -- CREATE ROUTINE, ALTER ROUTINE and TRIGGER on the database, CREATE USER
--- and GRANT OPTION (it creates and grants 'lockrun_owner'), and SET USER
--- (SUPER before MariaDB 10.5) to name that account as the definer. With
--- binary logging on, creating the three stored functions also needs SUPER
+-- and GRANT OPTION (it creates and grants 'lockrun_owner' and the role),
+-- and SET USER (SUPER before MariaDB 10.5) to name that account as the
+-- definer. With binary logging on, creating the triggers also needs SUPER
 -- (or log_bin_trust_function_creators = 1) on that server.
--- `lockrunctl set` and `status` read and write the tables directly: run
--- them with an operator account holding
+-- `lockrunctl set`, `status` and the other operator verbs read and write
+-- the tables directly: run them with an operator account holding
 --     GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lockrun_admin'@'%';

@@ -7,9 +7,9 @@
 -- hand as an administrator, after every sql/0*.sql, in the lockrun
 -- database:
 --     mariadb lockrun < sql/procedures.sql
--- Idempotent: every routine is CREATE OR REPLACE, so the EXECUTE grants
--- on them survive. Needs the definer account and the tables of the
--- numbered migrations (002 creates 'lockrun_owner'@'localhost').
+-- Idempotent: every routine is CREATE OR REPLACE, which keeps the grants
+-- on it. Needs the definer account and the tables of the numbered
+-- migrations (002 creates 'lockrun_owner'@'localhost').
 --
 -- Why procedures: each lock operation is one CALL, one round trip, and the
 -- row locks of a grant are held for microseconds inside the server instead
@@ -17,6 +17,19 @@
 -- application takes, renews, checks and releases the same locks as lockrun,
 -- with an account that may only EXECUTE them (SQL SECURITY DEFINER), so no
 -- client can write a row of its own into lockrun's tables.
+--
+-- The security boundary (API 3). The runtime account holds one role,
+-- <database>_api, which may execute exactly the eight lockrun_* procedures
+-- (the grants at the end of this file); the lr_* helpers are for them
+-- alone. Nothing the caller controls reaches a decision: every argument is
+-- checked by the public procedure that takes it; every time is this
+-- server's clock, read after lr_enter has reset the session's `timestamp`
+-- (which any account may set); no routine creates or reads a temporary
+-- table, user variable or prepared statement, so per-call state lives in
+-- local variables (a request's items as a JSON array); and the two ids a
+-- client makes are its secrets: the request id (its queue places) and the
+-- lease (its grant). Other clients see neither: the wake-up lock names are
+-- hashes of the request id, and `holder` names host, pid and account only.
 --
 -- The rules of migration 1 still hold: times are the server's
 -- (UTC_TIMESTAMP(6), which is lockrun's NOW(6) under time_zone '+00:00');
@@ -27,32 +40,18 @@
 -- The sweep grace (5 s, lock.h LR_SWEEP_GRACE_MS) is spelled out below as
 -- INTERVAL 5000000 MICROSECOND. Queue places live 10 s unless renewed.
 
+-- Routines of earlier versions that no longer exist.
+DROP PROCEDURE IF EXISTS lr_req_open;
+DROP FUNCTION IF EXISTS lr_bell;
+DROP FUNCTION IF EXISTS lr_galera;
+DROP FUNCTION IF EXISTS lr_ready;
+DROP FUNCTION IF EXISTS lr_node;
+
 DELIMITER //
 
 -- ---------------------------------------------------------------- helpers
--- Internal routines are callable with a database-wide EXECUTE grant; each
--- is harmless alone (lr_sweep only removes what any acquire may remove).
-
--- The doorbell's named lock: a sleeping head waiter's connection holds
--- lockrun.bell.<request> (lockrun_sleep), so a release rings it only if
--- IS_USED_LOCK says that very connection holds it, here: named locks are
--- per server, so this answers "does the sleeper run on this server, and
--- is it still that connection" (not some connection that took its id
--- after a restart) in one lookup.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_bell(
-  p_request CHAR(32) CHARACTER SET ascii) RETURNS VARCHAR(64) CHARACTER SET ascii
-  DETERMINISTIC NO SQL SQL SECURITY DEFINER
-BEGIN
-  RETURN CONCAT('lockrun.bell.', p_request);
-END//
-DROP FUNCTION IF EXISTS lr_node//
-
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_galera() RETURNS TINYINT
-  NO SQL NOT DETERMINISTIC SQL SECURITY DEFINER
-BEGIN
-  DECLARE CONTINUE HANDLER FOR 1193 RETURN 0;
-  RETURN IF(@@wsrep_on, 1, 0);
-END//
+-- Internal: the role of the runtime account cannot execute them, so they
+-- trust their callers' arguments (the public procedures check them).
 
 -- Every API procedure starts with lr_enter and ends with lr_leave (also
 -- in its error handler), so the caller needs no session set-up and keeps
@@ -60,13 +59,20 @@ END//
 -- retry (1205), not a hang; and on a Galera node causal reads
 -- (wsrep_sync_wait = 3: reads, UPDATE and DELETE wait until the node
 -- applied what the cluster committed before them; one causal wait per
--- CALL). No-op for wsrep without it.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(OUT p_sw BIGINT, OUT p_lwt BIGINT)
+-- CALL). Two settings of the caller's are not kept but reset, because
+-- they would reach the definer's statements: `timestamp` (any account may
+-- set it, and it moves UTC_TIMESTAMP, so a caller could make live leases
+-- look expired) and `insert_id` (it would choose a grant's id).
+-- p_galera: whether this server is a Galera node (wsrep_on).
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(
+  OUT p_sw BIGINT, OUT p_lwt BIGINT, OUT p_galera TINYINT)
   NO SQL SQL SECURITY DEFINER
 BEGIN
-  DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL;
+  DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
+  SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
   SET p_lwt = @@session.innodb_lock_wait_timeout;
   SET SESSION innodb_lock_wait_timeout = 2;
+  SET p_galera = IF(@@wsrep_on, 1, 0);
   SET p_sw = @@session.wsrep_sync_wait;
   IF p_sw IS NOT NULL THEN
     SET SESSION wsrep_sync_wait = 3;
@@ -84,18 +90,47 @@ BEGIN
   END IF;
 END//
 
+-- The writers commit what they write themselves, so they refuse to run
+-- inside the caller's transaction (their COMMIT would commit it), and
+-- start their own even under autocommit = 0, so that no row lock of
+-- theirs outlives the CALL in the caller's session.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_no_transaction(IN p_proc VARCHAR(20))
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_msg VARCHAR(200);
+  IF @@in_transaction THEN
+    SET v_msg = CONCAT(p_proc, ': call it outside a transaction (its own would commit yours)');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END IF;
+END//
+
+-- The public name of a request's wake-up lock or doorbell: a hash of the
+-- request id, which is the secret of its queue places, so the name can be
+-- shown to the waiter behind (wait_for) without giving the id away.
+-- Named locks need no privilege, so anyone may take such a name; that can
+-- only delay a wake-up (waiters also poll), never grant anything.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_lock_name(
+  IN p_what VARCHAR(4), IN p_request CHAR(32) CHARACTER SET ascii,
+  OUT p_name VARCHAR(64) CHARACTER SET ascii)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  SET p_name = CONCAT('lockrun.', p_what, '.', LEFT(SHA2(CONCAT(p_what, ':', p_request), 256), 32));
+END//
+
 -- The queue's wake-up chain (not on Galera, where named locks are local to
--- a node): a queued request's session holds lockrun.wait.<request>, and
--- the waiter right behind it blocks in GET_LOCK on it, so it wakes the
+-- a node): a queued request's session holds its wait lock (lr_lock_name),
+-- and the waiter right behind it blocks in GET_LOCK on it, so it wakes the
 -- moment the request ahead is granted, leaves or dies. Taken at most once
 -- per session (GET_LOCK nests).
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_wait_lock(
-  IN p_request CHAR(32) CHARACTER SET ascii, IN p_take TINYINT)
+  IN p_request CHAR(32) CHARACTER SET ascii, IN p_take TINYINT, IN p_galera TINYINT)
   NO SQL SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_name VARCHAR(64) DEFAULT CONCAT('lockrun.wait.', p_request);
-  DECLARE v_held TINYINT DEFAULT COALESCE(IS_USED_LOCK(v_name) = CONNECTION_ID(), 0);
-  IF p_take AND NOT v_held AND NOT lr_galera() THEN
+  DECLARE v_name VARCHAR(64) CHARACTER SET ascii;
+  DECLARE v_held TINYINT;
+  CALL lr_lock_name('wait', p_request, v_name);
+  SET v_held = COALESCE(IS_USED_LOCK(v_name) = CONNECTION_ID(), 0);
+  IF p_take AND NOT v_held AND NOT p_galera THEN
     DO GET_LOCK(v_name, 0);
   ELSEIF NOT p_take AND v_held THEN
     DO RELEASE_LOCK(v_name);
@@ -104,7 +139,7 @@ END//
 
 -- Checks the ids every entry point takes.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_check_id(
-  IN p_what VARCHAR(20), IN p_id CHAR(32) CHARACTER SET ascii)
+  IN p_what VARCHAR(20), IN p_id VARCHAR(4000))
   NO SQL SQL SECURITY DEFINER
 BEGIN
   DECLARE v_msg VARCHAR(200);
@@ -114,58 +149,38 @@ BEGIN
   END IF;
 END//
 
--- Creates the session's temporary table lr_req, the working set of an
--- acquire or a settlement, if it is not there yet. Creating it has a
--- cost beyond its own: MariaDB (10.11, measured) then parses again, on
--- their next call, the routines the session cached, also those loaded
--- later in the same statement (1 ms for lr_acquire). Hence lr_acquire is
--- a routine of its own, which a waiter's next call, the claim of a
--- hand-off, does not run.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_req_open()
-  MODIFIES SQL DATA SQL SECURITY DEFINER
+-- Checks a lease length.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_check_ttl(IN p_ttl_ms BIGINT)
+  NO SQL SQL SECURITY DEFINER
 BEGIN
-  CREATE TEMPORARY TABLE IF NOT EXISTS lr_req (
-    name      VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
-    kind      VARCHAR(10) NOT NULL,      -- lr_resources.kind
-    permits   BIGINT UNSIGNED NOT NULL,
-    capacity  BIGINT UNSIGNED NULL,
-    used      BIGINT UNSIGNED NULL,
-    fence     BIGINT UNSIGNED NULL,
-    ticket    BIGINT UNSIGNED NULL,      -- the resource's ticket counter
-    my_ticket BIGINT UNSIGNED NULL,      -- our place, if queued
-    head      BIGINT UNSIGNED NULL,      -- first ticket of another request
-    state     VARCHAR(12) NULL,          -- ok busy key_busy invalid
-    message   VARCHAR(300) NULL
-  ) ENGINE=MEMORY;
+  IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
+  END IF;
 END//
 
--- Parses 'kind:name[:count],...' into the session's temporary table
--- lr_req (lr_req_open creates it), checking it as lockrun's command line
--- does: kinds mutex, semaphore, read, write, key; names of 1-64
--- [A-Za-z0-9_.-] starting with a letter or digit; counts 1-1000000
--- (semaphores only); 1-64 items, no name twice. A key's resource row is
--- named 'id:<key>'.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_parse(IN p_items VARCHAR(4000))
-  MODIFIES SQL DATA SQL SECURITY DEFINER
+-- Parses 'kind:name[:count],...' into p_req, a JSON array of
+-- {"name", "kind", "permits"} (lr_items reads it back), checking it as
+-- lockrun's command line does: kinds mutex, semaphore, read, write, key;
+-- names of 1-64 [A-Za-z0-9_.-] starting with a letter or digit; counts
+-- 1-1000000 (semaphores only); 1-64 items, no name twice. A key's resource
+-- row is named 'id:<key>'. Only local variables: no table is touched.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_parse(
+  IN p_items VARCHAR(4000), OUT p_req TEXT, OUT p_n INT)
+  NO SQL SQL SECURITY DEFINER
 BEGIN
   DECLARE v_rest VARCHAR(4000) DEFAULT TRIM(COALESCE(p_items, ''));
   DECLARE v_item, v_kind, v_name, v_cnt VARCHAR(4000);
+  DECLARE v_seen VARCHAR(6000) CHARACTER SET ascii COLLATE ascii_bin DEFAULT ',';
   DECLARE v_permits BIGINT UNSIGNED;
-  DECLARE v_n INT DEFAULT 0;
   DECLARE v_msg VARCHAR(300);
-  DECLARE EXIT HANDLER FOR 1062
-  BEGIN
-    SET v_msg = CONCAT('lockrun: ''', LEFT(v_name, 64), ''' is named more than once');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
-  END;
-  DELETE FROM lr_req;
+  SET p_req = '[]', p_n = 0;
   WHILE v_rest <> '' DO
     SET v_item = TRIM(SUBSTRING_INDEX(v_rest, ',', 1));
     SET v_rest = IF(LOCATE(',', v_rest) = 0, '', TRIM(SUBSTRING(v_rest, LOCATE(',', v_rest) + 1)));
     SET v_kind = SUBSTRING_INDEX(v_item, ':', 1);
     SET v_name = IF(LOCATE(':', v_item) = 0, '', SUBSTRING(v_item, LENGTH(v_kind) + 2));
     SET v_permits = 1;
-    IF v_kind NOT IN ('mutex', 'semaphore', 'read', 'write', 'key') THEN
+    IF BINARY v_kind NOT IN ('mutex', 'semaphore', 'read', 'write', 'key') THEN
       SET v_msg = CONCAT('lockrun: invalid kind ''', LEFT(v_kind, 20),
                          ''' (use mutex, semaphore, read, write or key)');
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
@@ -185,17 +200,27 @@ BEGIN
                          'digits, ''_'', ''.'' or ''-'', starting with a letter or digit');
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
     END IF;
-    INSERT INTO lr_req (name, kind, permits)
-    VALUES (IF(v_kind = 'key', CONCAT('id:', v_name), v_name),
-            CASE WHEN v_kind IN ('read', 'write') THEN 'rwlock' ELSE v_kind END,
-            IF(v_kind = 'write', 2147483647, v_permits));
-    SET v_n = v_n + 1;
+    SET p_n = p_n + 1;
+    IF p_n > 64 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: give 1 to 64 items, separated by commas';
+    END IF;
+    -- read:x and write:x are one row, x; key:x is the row id:x.
+    SET v_name = IF(v_kind = 'key', CONCAT('id:', v_name), v_name);
+    IF LOCATE(CONCAT(',', v_name, ','), v_seen) > 0 THEN
+      SET v_msg = CONCAT('lockrun: ''', LEFT(IF(v_kind = 'key', SUBSTRING(v_name, 4), v_name), 64),
+                         ''' is named more than once');
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    SET v_seen = CONCAT(v_seen, v_name, ',');
+    SET p_req = JSON_ARRAY_APPEND(p_req, '$', JSON_OBJECT(
+        'name', v_name,
+        'kind', CASE WHEN v_kind IN ('read', 'write') THEN 'rwlock' ELSE v_kind END,
+        'permits', IF(v_kind = 'write', 2147483647, v_permits)));
   END WHILE;
-  IF v_n = 0 OR v_n > 64 THEN
+  IF p_n = 0 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: give 1 to 64 items, separated by commas';
   END IF;
 END//
-
 -- Rewrites a once item, 'once:KEY:PERIOD_MS[:OFFSET_MS]', into the key
 -- item 'key:KEY' that lr_parse knows, and returns its window: KEY,
 -- PERIOD_MS (1000-31622400000, i.e. 1 s to 366 days) and OFFSET_MS (0 to
@@ -242,17 +267,19 @@ proc: BEGIN
 END//
 
 -- Bounded sweep of one resource whose row the caller holds locked: at most
--- 20 holds and 20 waiters that expired more than the grace ago, oldest
--- first through k_expiry, their lock-log entries closed (the delete
--- trigger lowers `used`). A hold past its grace but not yet swept still
--- counts as used, so a bounded or skipped sweep can delay a grant, never
--- cause one. Cost: two short index range reads, and a few row writes per
--- expired hold.
+-- 20 holds and 20 waiters that expired more than the grace ago by this
+-- server's clock, oldest first through k_expiry, their lock-log entries
+-- closed (the delete trigger lowers `used`). A hold past its grace but not
+-- yet swept still counts as used, so a bounded or skipped sweep can delay a
+-- grant, never cause one. When it removed holds it also recomputes `used`
+-- from the hold rows left, so a counter that drifted is mended here.
+-- Cost: two short index range reads, and a few row writes per expired
+-- hold.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_sweep(
-  IN p_res VARCHAR(80) CHARACTER SET ascii, IN p_now DATETIME(6))
+  IN p_res VARCHAR(80) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_cut DATETIME(6) DEFAULT p_now - INTERVAL 5000000 MICROSECOND;
+  DECLARE v_cut DATETIME(6) DEFAULT UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND;
   DECLARE v_done INT DEFAULT 0;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_exp DATETIME(6);
@@ -271,6 +298,7 @@ BEGIN
       DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid;
     END LOOP;
     CLOSE c;
+    CALL lr_recount(p_res);
   END IF;
   IF EXISTS (SELECT 1 FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut) THEN
     DELETE FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut
@@ -278,25 +306,18 @@ BEGIN
   END IF;
 END//
 
--- Whether an acquire by p_request could succeed now: it has all
--- p_places places, is first in each queue (counting only places not yet
--- sweepable) and fits (holds past the grace count as free: the acquire
--- sweeps them). Also 1 when a count no longer fits the capacity at all:
--- the acquire then answers 'invalid' at once.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_ready(
-  p_request CHAR(32) CHARACTER SET ascii, p_now DATETIME(6))
-  RETURNS TINYINT NOT DETERMINISTIC READS SQL DATA SQL SECURITY DEFINER
+-- Sets `used` of resource p_res, whose row the caller holds locked, to the
+-- permits of its hold rows, if it disagrees. Called where the count is
+-- cheap or matters: after a sweep, for a mutex or key at every acquire
+-- (at most one hold row), and before a busy answer. One index range read
+-- of the resource's holds.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_recount(
+  IN p_res VARCHAR(80) CHARACTER SET ascii)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_cut DATETIME(6) DEFAULT p_now - INTERVAL 5000000 MICROSECOND;
-  RETURN EXISTS (SELECT 1 FROM lr_waiters WHERE request_id = p_request)
-     AND NOT EXISTS (
-       SELECT 1 FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource
-        WHERE w.request_id = p_request AND w.permits <= r.capacity
-          AND (EXISTS (SELECT 1 FROM lr_waiters a WHERE a.resource = w.resource
-                        AND a.ticket < w.ticket AND a.expires_at > v_cut)
-               OR r.used - (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
-                             WHERE h.resource = w.resource AND h.expires_at <= v_cut)
-                  + w.permits > r.capacity));
+  UPDATE lr_resources SET used = (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = p_res)
+   WHERE name = p_res
+     AND used <> (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = p_res);
 END//
 
 -- How many live places of other requests are ahead of ticket p_ticket in
@@ -318,12 +339,12 @@ END//
 -- less than 7 s are left (at most one write every 3 s), and never to a
 -- place already sweepable (it may be gone on another node).
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_heartbeat(
-  IN p_request CHAR(32) CHARACTER SET ascii, IN p_now DATETIME(6))
+  IN p_request CHAR(32) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  UPDATE lr_waiters SET expires_at = p_now + INTERVAL 10000000 MICROSECOND
-   WHERE request_id = p_request AND expires_at < p_now + INTERVAL 7000000 MICROSECOND
-     AND expires_at > p_now - INTERVAL 5000000 MICROSECOND;
+  UPDATE lr_waiters SET expires_at = UTC_TIMESTAMP(6) + INTERVAL 10000000 MICROSECOND
+   WHERE request_id = p_request AND expires_at < UTC_TIMESTAMP(6) + INTERVAL 7000000 MICROSECOND
+     AND expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND;
 END//
 
 -- The release's hand-off (migration 5). Called by lr_release inside its
@@ -339,10 +360,12 @@ END//
 -- there, and is woken to acquire as before (p_stuck = 1: some head may
 -- fit but was not served). Appends 'conn@request' of each served
 -- request's sleeping doorbell to p_wake, for the KILL after the COMMIT.
+-- The grant is made under the lease the request queued with, and only
+-- that request, with that lease, can claim it (lockrun_acquire).
 -- Cost: one locking read of the queue's head per resource, and a few row
 -- writes per grant.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_hand_off(
-  IN p_gid BIGINT UNSIGNED, IN p_now DATETIME(6), INOUT p_wake VARCHAR(4000),
+  IN p_gid BIGINT UNSIGNED, INOUT p_wake VARCHAR(4000),
   OUT p_stuck TINYINT)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
@@ -357,6 +380,7 @@ BEGIN
   DECLARE v_os VARCHAR(64);
   DECLARE v_cmd VARCHAR(1024);
   DECLARE v_dbu VARCHAR(300);
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE c CURSOR FOR SELECT resource FROM lr_grant_items WHERE grant_id = p_gid ORDER BY resource;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   SET p_stuck = 0;
@@ -375,7 +399,7 @@ BEGIN
              v_host, v_pid, v_os, v_cmd, v_dbu
         FROM lr_waiters WHERE resource = v_res ORDER BY ticket LIMIT 1 FOR UPDATE;
       SET v_done = 0;
-      IF v_req IS NULL OR v_exp <= p_now THEN
+      IF v_req IS NULL OR v_exp <= v_now THEN
         LEAVE head;
       END IF;
       IF v_n >= 10 THEN
@@ -394,11 +418,11 @@ BEGIN
         SET p_stuck = 1;
         LEAVE head;
       END IF;
-      UPDATE lr_resources SET fence = fence + 1, updated_at = p_now WHERE name = v_res;
+      UPDATE lr_resources SET fence = fence + 1, updated_at = v_now WHERE name = v_res;
       SELECT fence INTO v_fence FROM lr_resources WHERE name = v_res;
       INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms,
                              requested_at, acquired_at, queued_as)
-      VALUES (v_lease, v_host, v_pid, v_os, COALESCE(v_dbu, ''), v_cmd, v_ttl, v_since, p_now, v_req);
+      VALUES (v_lease, v_host, v_pid, v_os, COALESCE(v_dbu, ''), v_cmd, v_ttl, v_since, v_now, v_req);
       SET v_gid = LAST_INSERT_ID();
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       VALUES (v_gid, v_res, v_kind, v_permits, v_fence);
@@ -408,7 +432,7 @@ BEGIN
       -- that died holds the queue back no longer than before.
       INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
       VALUES (v_res, v_gid, v_permits, v_fence,
-              LEAST(v_exp, p_now + INTERVAL v_ttl * 1000 MICROSECOND));
+              LEAST(v_exp, v_now + INTERVAL v_ttl * 1000 MICROSECOND));
       DELETE FROM lr_waiters WHERE request_id = v_req;
       IF v_conn IS NOT NULL AND LENGTH(COALESCE(p_wake, '')) < 3900 THEN
         SET p_wake = CONCAT(COALESCE(p_wake, ''), v_conn, '@', v_req, ' ');
@@ -438,11 +462,12 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquir
   MODIFIES SQL DATA SQL SECURITY DEFINER
 proc: BEGIN
   DECLARE v_sw, v_lwt BIGINT;
-  DECLARE v_done, v_found, v_live INT DEFAULT 0;
+  DECLARE v_galera TINYINT;
+  DECLARE v_done, v_found, v_live, v_n INT DEFAULT 0;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_held_as CHAR(32) CHARACTER SET ascii;
-  DECLARE v_galera TINYINT DEFAULT lr_galera();
   DECLARE v_items VARCHAR(4000) DEFAULT p_items;
+  DECLARE v_req TEXT;
   DECLARE v_once_key VARCHAR(64) CHARACTER SET ascii;  -- a once item's key,
   DECLARE v_period, v_offset BIGINT UNSIGNED;          -- window length and offset
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
@@ -452,55 +477,49 @@ proc: BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
-  IF @@in_transaction THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_acquire: call it outside a transaction (its own would commit yours)';
-  END IF;
+  CALL lr_enter(v_sw, v_lwt, v_galera);
+  CALL lr_no_transaction('lockrun_acquire');
+  CALL lr_check_id('request', p_request);
+  CALL lr_check_id('lease', p_lease);
+  CALL lr_check_ttl(p_ttl_ms);
 
   -- 0. A grant a release handed to this request while it waited
-  --    (lr_hand_off, which checked the items when they queued): claim it,
-  --    before any parsing, as cheaply as possible. Its holds are renewed
-  --    from now, as if granted by this call, so the caller may count its
-  --    lease from when it sent the call. No resource row is locked: the
-  --    grant exists and is ours. One whose holds are past the sweep grace
-  --    was not claimed in time (it may be swept and its room given away
-  --    any moment): it is ended here, and the call fails. The answer
-  --    names the grant's items.
-  --    It is found by the request id, like the places it replaces: the
-  --    lease id it was granted under is the one the request queued with,
-  --    and a client that takes a new lease id for each attempt (as
-  --    doc/sql-api.md advises) gets the grant under its new one.
+  --    (lr_hand_off, which checked the items when they queued) and that
+  --    nobody claimed yet: claim it, before any parsing, as cheaply as
+  --    possible. It was made under the lease the request queued with, and
+  --    only that lease claims it: the request id and the lease are the
+  --    two secrets of the request, so nobody else can. Its holds are
+  --    renewed from now, as if granted by this call, so the caller may
+  --    count its lease from when it sent the call. No resource row is
+  --    locked: the grant exists and is ours. One whose holds are past the
+  --    sweep grace was not claimed in time (it may be swept and its room
+  --    given away any moment): it is ended here, and the call fails. The
+  --    answer names the grant's items.
   SELECT id, request_id INTO v_gid, v_held_as FROM lr_grants
-   WHERE queued_as = p_request AND ended_at IS NULL LIMIT 1;
+   WHERE queued_as = p_request AND ended_at IS NULL AND claimed_at IS NULL LIMIT 1;
   SET v_done = 0;
-  IF v_gid IS NOT NULL AND p_ttl_ms BETWEEN 1000 AND 86400000
-     AND BINARY p_lease REGEXP '^[0-9a-f]{32}$' THEN
+  IF v_gid IS NOT NULL THEN
     IF v_held_as <> p_lease THEN
-      IF EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was used already; take a new one';
-      END IF;
-      UPDATE lr_grants SET request_id = p_lease
-       WHERE id = v_gid AND request_id = v_held_as AND ended_at IS NULL;
-      IF ROW_COUNT() = 0 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request was claimed by another call';
-      END IF;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request is claimed with the lease the request queued with';
     END IF;
+    START TRANSACTION;
     SELECT COUNT(*), COALESCE(SUM(expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0)
-      INTO v_found, v_live FROM lr_holds WHERE grant_id = v_gid;
+      INTO v_found, v_live FROM lr_holds WHERE grant_id = v_gid FOR UPDATE;
     IF v_found = 0 OR v_live < v_found THEN
+      COMMIT;
       CALL lr_release(p_lease, 'lost', NULL, NULL, v_found, v_live);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request while it waited expired before it was claimed; queue again with a new lease id';
     END IF;
     UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) + INTERVAL p_ttl_ms * 1000 MICROSECOND
      WHERE grant_id = v_gid;
+    UPDATE lr_grants SET claimed_at = UTC_TIMESTAMP(6), ttl_ms = p_ttl_ms WHERE id = v_gid;
+    COMMIT;
     CALL lr_leave(v_sw, v_lwt);
-    IF IS_USED_LOCK(CONCAT('lockrun.wait.', p_request)) = CONNECTION_ID() THEN
-      CALL lr_wait_lock(p_request, 0);
-    END IF;
+    CALL lr_wait_lock(p_request, 0, v_galera);
     SELECT 'granted' AS outcome, v_gid AS grant_id, i.resource, 'ok' AS state, h.fence,
            NULL AS ticket, r.used, r.capacity, NULL AS head, 1 AS at_head,
            NULL AS wait_for, NULL AS holder, NULL AS message, NULL AS once_window,
-           NULL AS done_by, v_galera AS galera, 2 AS api
+           NULL AS done_by, v_galera AS galera, 3 AS api
       FROM lr_grant_items i
       JOIN lr_holds h ON h.grant_id = i.grant_id AND h.resource = i.resource
       JOIN lr_resources r ON r.name = i.resource
@@ -508,11 +527,6 @@ proc: BEGIN
     LEAVE proc;
   END IF;
 
-  CALL lr_check_id('request', p_request);
-  CALL lr_check_id('lease', p_lease);
-  IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
-  END IF;
   -- Each routine is parsed on a session's first call of it (the server
   -- caches routines per connection, and every lockrun run is a new
   -- connection), so one with nothing to do is not called: here, and at
@@ -520,22 +534,18 @@ proc: BEGIN
   IF LOCATE('once:', v_items) > 0 THEN
     CALL lr_once_items(v_items, v_once_key, v_period, v_offset);
   END IF;
-  CALL lr_req_open();
-  CALL lr_parse(v_items);
-  CALL lr_acquire(p_request, p_lease, p_ttl_ms, p_enqueue, p_host, p_pid, p_os_user, p_command,
-                  v_once_key, v_period, v_offset, v_galera, v_sw, v_lwt);
+  CALL lr_parse(v_items, v_req, v_n);
+  CALL lr_acquire(v_req, p_request, p_lease, p_ttl_ms, p_enqueue, p_host, p_pid, p_os_user,
+                  p_command, v_once_key, v_period, v_offset, v_galera, v_sw, v_lwt);
 END//
 
--- The acquire proper (lockrun_acquire), once the items are parsed into
--- lr_req: steps 1 to 4 in one transaction, the wait lock, the answer.
--- Errors go to the caller's handler, which rolls back. A routine of its
--- own to keep the claim of a hand-off cheap: creating lr_req in a
--- session's first acquire makes the server parse every routine that
--- statement loaded again on the session's next call (lr_req_open), and
--- for a waiter that next call is the claim, which then parses only
--- lockrun_acquire, not this.
+-- The acquire proper (lockrun_acquire), once the items are parsed into the
+-- JSON array p_req: steps 1 to 4 in one transaction, the wait lock, the
+-- answer. Errors go to the caller's handler, which rolls back. What it
+-- learns per item lives in local JSON arrays (v_seen, then v_out, the
+-- answer), never in a table the caller's session could reach.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_acquire(
-  IN p_request CHAR(32) CHARACTER SET ascii, IN p_lease CHAR(32) CHARACTER SET ascii,
+  IN p_req TEXT, IN p_request CHAR(32) CHARACTER SET ascii, IN p_lease CHAR(32) CHARACTER SET ascii,
   IN p_ttl_ms INT UNSIGNED, IN p_enqueue TINYINT,
   IN p_host VARCHAR(255), IN p_pid INT UNSIGNED, IN p_os_user VARCHAR(64),
   IN p_command VARCHAR(1024), IN p_once_key VARCHAR(64) CHARACTER SET ascii,
@@ -544,17 +554,38 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_acquire(
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6);
-  DECLARE v_done, v_found, v_nitems INT DEFAULT 0;
+  DECLARE v_done, v_found INT DEFAULT 0;
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
   DECLARE v_kind, v_rkind VARCHAR(10);
-  DECLARE v_permits, v_cap, v_fence, v_ticket, v_gid BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(12);
+  DECLARE v_msg VARCHAR(300);
+  DECLARE v_permits, v_cap, v_used, v_fence, v_ticket, v_mine, v_head, v_gid BIGINT UNSIGNED;
+  DECLARE v_seen, v_out TEXT DEFAULT '[]';
+  DECLARE v_nitems, v_unqueued INT DEFAULT 0;
   DECLARE v_outcome VARCHAR(10) DEFAULT 'granted';
-  DECLARE v_queued, v_ended TINYINT DEFAULT 0;
+  DECLARE v_queued, v_ended, v_again TINYINT DEFAULT 0;
+  DECLARE v_key VARCHAR(64) CHARACTER SET ascii;       -- a key item's key, for the log
   DECLARE v_once_res VARCHAR(80) CHARACTER SET ascii;  -- the once key's resource row
   DECLARE v_window DATETIME(6);                        -- and this call's window
   DECLARE v_once_gid BIGINT UNSIGNED;                  -- the run that made it done
   DECLARE v_once_at DATETIME(6);
-  DECLARE c CURSOR FOR SELECT name, kind, permits FROM lr_req ORDER BY name;
+  DECLARE v_wait_for VARCHAR(64) CHARACTER SET ascii;
+  DECLARE v_ahead_req CHAR(32) CHARACTER SET ascii;
+  DECLARE v_holder VARCHAR(700);
+  DECLARE v_host VARCHAR(255) DEFAULT LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255);
+  DECLARE c CURSOR FOR SELECT j.name, j.kind, j.permits
+    FROM JSON_TABLE(p_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name', kind VARCHAR(10) PATH '$.kind',
+                                          permits BIGINT UNSIGNED PATH '$.permits')) j
+    ORDER BY CAST(j.name AS BINARY);
+  DECLARE s CURSOR FOR SELECT j.name, j.kind, j.permits, j.capacity, j.used, j.fence, j.ticket,
+                              j.mine, j.head, j.state, j.message
+    FROM JSON_TABLE(v_seen, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name', kind VARCHAR(10) PATH '$.kind',
+         permits BIGINT UNSIGNED PATH '$.permits', capacity BIGINT UNSIGNED PATH '$.capacity',
+         used BIGINT UNSIGNED PATH '$.used', fence BIGINT UNSIGNED PATH '$.fence',
+         ticket BIGINT UNSIGNED PATH '$.ticket', mine BIGINT UNSIGNED PATH '$.mine',
+         head BIGINT UNSIGNED PATH '$.head', state VARCHAR(12) PATH '$.state',
+         message VARCHAR(300) PATH '$.message')) j
+    ORDER BY CAST(j.name AS BINARY);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   SET v_once_res = CONCAT('id:', p_once_key);
 
@@ -571,13 +602,19 @@ BEGIN
   END IF;
 
   -- 1. Lock every resource row in name order, the order every lockrun
-  --    transaction uses, so two requests cannot deadlock on them.
+  --    transaction uses, so two requests cannot deadlock on them; sweep
+  --    it; note what the grant rule needs, and the rule's verdict for the
+  --    item: invalid, key_busy, busy or ok.
   OPEN c;
   lock_loop: LOOP
     SET v_done = 0;
     FETCH c INTO v_name, v_kind, v_permits;
     IF v_done THEN LEAVE lock_loop; END IF;
-    SET v_found = 0;
+    SET v_nitems = v_nitems + 1, v_found = 0, v_state = NULL, v_msg = NULL;
+    SET v_used = NULL, v_mine = NULL, v_head = NULL;
+    IF v_kind = 'key' AND v_key IS NULL THEN
+      SET v_key = SUBSTRING(v_name, 4);
+    END IF;
     SELECT 1, kind, capacity, fence, ticket INTO v_found, v_rkind, v_cap, v_fence, v_ticket
       FROM lr_resources WHERE name = v_name FOR UPDATE;
     IF NOT v_found AND v_kind <> 'semaphore' THEN
@@ -590,34 +627,60 @@ BEGIN
         FROM lr_resources WHERE name = v_name FOR UPDATE;
     END IF;
     IF NOT v_found THEN
-      UPDATE lr_req SET state = 'invalid', message = CONCAT('unknown semaphore ''', v_name,
-             '''; create it with ''lockrunctl set ', v_name, ' CAPACITY''') WHERE name = v_name;
-      SET v_outcome = 'invalid';
+      SET v_state = 'invalid', v_msg = CONCAT('unknown semaphore ''', v_name,
+          '''; create it with ''lockrunctl set ', v_name, ' CAPACITY''');
     ELSEIF v_rkind <> v_kind THEN
-      UPDATE lr_req SET state = 'invalid',
-             message = CONCAT('''', IF(v_kind = 'key', SUBSTRING(v_name, 4), v_name), ''' is a ',
-                              v_rkind, ', not a ', v_kind) WHERE name = v_name;
-      SET v_outcome = 'invalid';
+      SET v_state = 'invalid', v_msg = CONCAT('''', IF(v_kind = 'key', SUBSTRING(v_name, 4), v_name),
+          ''' is a ', v_rkind, ', not a ', v_kind);
     ELSEIF v_permits > v_cap THEN
-      UPDATE lr_req SET state = 'invalid', message = CONCAT('asked for ', v_permits,
-             ' permits of semaphore ''', v_name, ''', whose capacity is ', v_cap) WHERE name = v_name;
-      SET v_outcome = 'invalid';
+      SET v_state = 'invalid', v_msg = CONCAT('asked for ', v_permits, ' permits of semaphore ''',
+          v_name, ''', whose capacity is ', v_cap);
     ELSE
       IF EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name
                     AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND)
          OR EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_name
                     AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND) THEN
-        CALL lr_sweep(v_name, v_now);
+        CALL lr_sweep(v_name);
       END IF;
-      -- Our row, locked: `used` is exact for every committed hold.
-      UPDATE lr_req q SET q.capacity = v_cap, q.fence = v_fence, q.ticket = v_ticket,
-             q.used = (SELECT r.used FROM lr_resources r WHERE r.name = v_name),
-             q.my_ticket = (SELECT MIN(w.ticket) FROM lr_waiters w
-                             WHERE w.resource = v_name AND w.request_id = p_request),
-             q.head = (SELECT MIN(w.ticket) FROM lr_waiters w
-                        WHERE w.resource = v_name AND w.request_id <> p_request)
-       WHERE q.name = v_name;
+      -- Our row, locked: `used` is exact for every committed hold, unless
+      -- it drifted; a mutex or key (one hold row at most) and anything
+      -- about to answer busy count the hold rows to be sure.
+      SELECT used INTO v_used FROM lr_resources WHERE name = v_name;
+      IF v_cap = 1 OR v_used + v_permits > v_cap THEN
+        CALL lr_recount(v_name);
+        SELECT used INTO v_used FROM lr_resources WHERE name = v_name;
+      END IF;
+      SELECT MIN(ticket) INTO v_mine FROM lr_waiters WHERE resource = v_name AND request_id = p_request;
+      SELECT MIN(ticket) INTO v_head FROM lr_waiters WHERE resource = v_name AND request_id <> p_request;
+      -- The grant rule: a held key is never waited for (but a once
+      -- item's key is: whether its run succeeds decides ours); the permits
+      -- must fit; and no other request may be queued ahead.
+      IF v_kind = 'key' AND v_used > 0 AND NOT v_name <=> v_once_res THEN
+        SET v_state = 'key_busy', v_msg = CONCAT('another run with --id ''', SUBSTRING(v_name, 4), ''' is still going');
+      ELSEIF v_used + v_permits > v_cap THEN
+        SET v_state = 'busy', v_msg = CASE
+            WHEN v_kind = 'key' THEN CONCAT('another run with --id ''', SUBSTRING(v_name, 4), ''' is still going')
+            WHEN v_kind = 'semaphore' THEN CONCAT('''', v_name, ''' is busy (', v_used, '/', v_cap, ' used)')
+            ELSE CONCAT('''', v_name, ''' is busy') END;
+      ELSEIF v_head IS NOT NULL AND (v_mine IS NULL OR v_head < v_mine) THEN
+        SET v_state = 'busy', v_msg = CONCAT('''', v_name, ''' has requests queued ahead');
+      ELSE
+        SET v_state = 'ok';
+      END IF;
     END IF;
+    IF v_mine IS NULL THEN
+      SET v_unqueued = v_unqueued + 1;
+    END IF;
+    IF v_state = 'invalid' THEN
+      SET v_outcome = 'invalid';
+    ELSEIF v_state = 'key_busy' AND v_outcome <> 'invalid' THEN
+      SET v_outcome = 'key_busy';
+    ELSEIF v_state = 'busy' AND v_outcome = 'granted' THEN
+      SET v_outcome = 'busy';
+    END IF;
+    SET v_seen = JSON_ARRAY_APPEND(v_seen, '$', JSON_OBJECT('name', v_name, 'kind', v_kind,
+        'permits', v_permits, 'capacity', v_cap, 'used', v_used, 'fence', v_fence,
+        'ticket', v_ticket, 'mine', v_mine, 'head', v_head, 'state', v_state, 'message', v_msg));
   END LOOP;
   CLOSE c;
   SET v_done = 0;
@@ -632,184 +695,193 @@ BEGIN
   IF v_ended THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was used already; take a new one';
   END IF;
-  IF v_outcome <> 'invalid' AND v_gid IS NOT NULL THEN
-    UPDATE lr_req q JOIN lr_holds h ON h.resource = q.name AND h.grant_id = v_gid
-       SET q.fence = h.fence, q.state = 'ok';
-    SELECT once_window INTO v_window FROM lr_grants WHERE id = v_gid;
-  ELSE
+  IF v_outcome = 'invalid' THEN
     SET v_gid = NULL;
-    -- 3a. A once item whose window has a successful run (a row of lr_once
+  ELSEIF v_gid IS NOT NULL THEN
+    SET v_outcome = 'granted', v_again = 1;
+    SELECT once_window INTO v_window FROM lr_grants WHERE id = v_gid;
+  ELSEIF v_outcome <> 'key_busy' AND p_once_key IS NOT NULL THEN
+    -- 3. A once item whose window has a successful run (a row of lr_once
     --    GRANTED inside it, written by the release of that run under
     --    this same key row's lock) is done: nothing else matters.
-    IF v_outcome <> 'invalid' AND v_once_res IS NOT NULL THEN
-      SELECT grant_id, done_at INTO v_once_gid, v_once_at FROM lr_once
-       WHERE idem_key = p_once_key AND granted_at >= v_window
-         AND granted_at < v_window + INTERVAL p_period * 1000 MICROSECOND
-       ORDER BY granted_at LIMIT 1;
-      SET v_done = 0;
-      IF v_once_gid IS NOT NULL THEN
-        SET v_outcome = 'done';
-      END IF;
+    SELECT grant_id, done_at INTO v_once_gid, v_once_at FROM lr_once
+     WHERE idem_key = p_once_key AND granted_at >= v_window
+       AND granted_at < v_window + INTERVAL p_period * 1000 MICROSECOND
+     ORDER BY granted_at LIMIT 1;
+    SET v_done = 0;
+    IF v_once_gid IS NOT NULL THEN
+      SET v_outcome = 'done';
     END IF;
-    -- 3b. The grant rule, per item: a held key is never waited for (but a
-    --    once item's key is: whether its run succeeds decides ours); the
-    --    permits must fit; and no other request may be queued ahead.
-    IF v_outcome NOT IN ('invalid', 'done') THEN
-      UPDATE lr_req SET state = CASE
-          WHEN kind = 'key' AND used > 0 AND NOT name <=> v_once_res THEN 'key_busy'
-          WHEN used + permits > capacity THEN 'busy'
-          WHEN head IS NOT NULL AND (my_ticket IS NULL OR head < my_ticket) THEN 'busy'
-          ELSE 'ok' END;
-      UPDATE lr_req SET message = CASE
-          WHEN state = 'key_busy' OR (state = 'busy' AND kind = 'key' AND used > 0) THEN
-            CONCAT('another run with --id ''', SUBSTRING(name, 4), ''' is still going')
-          WHEN state = 'busy' AND used + permits > capacity AND kind = 'semaphore' THEN
-            CONCAT('''', name, ''' is busy (', used, '/', capacity, ' used)')
-          WHEN state = 'busy' AND used + permits > capacity THEN
-            CONCAT('''', IF(kind = 'key', SUBSTRING(name, 4), name), ''' is busy')
-          WHEN state = 'busy' THEN CONCAT('''', name, ''' has requests queued ahead')
-          ELSE NULL END;
-      IF EXISTS (SELECT 1 FROM lr_req WHERE state = 'key_busy') THEN
-        SET v_outcome = 'key_busy';
-      ELSEIF EXISTS (SELECT 1 FROM lr_req WHERE state = 'busy') THEN
-        SET v_outcome = 'busy';
-      END IF;
-    END IF;
+  END IF;
 
-    IF v_outcome = 'granted' THEN
-      -- 4a. Grant: every fence + 1 (the written row every contender
-      --     conflicts on), the log entry with what it holds (kept after
-      --     the end), the holds (the trigger raises `used`); leave the
-      --     queue. The request time is its oldest queue place's.
-      UPDATE lr_resources r JOIN lr_req q ON q.name = r.name
-         SET r.fence = r.fence + 1, r.updated_at = v_now;
-      UPDATE lr_req SET fence = fence + 1, used = used + permits;
-      INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
-                             ttl_ms, requested_at, acquired_at, once_window, once_period_ms)
-      SELECT p_lease, COALESCE(p_once_key, (SELECT SUBSTRING(name, 4) FROM lr_req WHERE kind = 'key' LIMIT 1)),
-             LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
-             LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024),
-             p_ttl_ms,
-             COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
-             v_now, v_window, p_period;
-      SET v_gid = LAST_INSERT_ID();
+  -- 4. Act, item by item in name order, and write the answer's rows.
+  --    Granted: every fence + 1 (the written row every contender
+  --    conflicts on), the log entry with what it holds (kept after the
+  --    end), the holds (the trigger raises `used`); the queue left. The
+  --    request time is its oldest queue place's.
+  IF v_outcome = 'granted' AND v_gid IS NULL THEN
+    INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
+                           ttl_ms, requested_at, acquired_at, once_window, once_period_ms)
+    VALUES (p_lease, COALESCE(p_once_key, v_key), v_host, COALESCE(p_pid, 0),
+            LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024), p_ttl_ms,
+            COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
+            v_now, v_window, p_period);
+    SET v_gid = LAST_INSERT_ID();
+    DELETE FROM lr_waiters WHERE request_id = p_request;
+  ELSEIF v_outcome = 'busy' AND p_enqueue AND v_unqueued > 0 THEN
+    -- Queue: a ticket from every resource row (written, so enqueues
+    -- conflict like grants), one place each. A partial set of places
+    -- (some were swept) is replaced whole.
+    DELETE FROM lr_waiters WHERE request_id = p_request;
+    SET v_outcome = 'queued';
+  ELSEIF v_outcome = 'busy' THEN
+    -- Still queued from before: keep the places alive.
+    CALL lr_heartbeat(p_request);
+  ELSEIF v_outcome = 'done' THEN
+    -- Done: nothing taken, the queue left; the lock log records the skip
+    -- with its window and the items it asked for (no fence).
+    INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
+                           ttl_ms, requested_at, acquired_at, ended_at, end_reason,
+                           once_window, once_period_ms)
+    VALUES (p_lease, p_once_key, v_host, COALESCE(p_pid, 0), LEFT(COALESCE(p_os_user, ''), 64),
+            USER(), LEFT(COALESCE(p_command, ''), 1024), p_ttl_ms,
+            COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
+            v_now, v_now, 'skipped', v_window, p_period);
+    SET v_gid = LAST_INSERT_ID();
+    DELETE FROM lr_waiters WHERE request_id = p_request;
+  END IF;
+  SET v_done = 0;
+  OPEN s;
+  act: LOOP
+    SET v_done = 0;
+    FETCH s INTO v_name, v_kind, v_permits, v_cap, v_used, v_fence, v_ticket, v_mine, v_head,
+                 v_state, v_msg;
+    IF v_done THEN LEAVE act; END IF;
+    SET v_wait_for = NULL, v_holder = NULL;
+    IF v_outcome = 'invalid' AND v_state <> 'invalid' THEN
+      SET v_state = NULL, v_msg = NULL;
+    ELSEIF v_again THEN
+      -- Our earlier grant (step 2): as it was.
+      SELECT fence INTO v_fence FROM lr_holds WHERE grant_id = v_gid AND resource = v_name;
+      SET v_state = 'ok', v_msg = NULL, v_done = 0;
+    ELSEIF v_outcome = 'granted' THEN
+      UPDATE lr_resources SET fence = fence + 1, updated_at = v_now WHERE name = v_name;
+      SET v_fence = v_fence + 1, v_used = v_used + v_permits, v_mine = NULL;
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
-      SELECT v_gid, name, kind, permits, fence FROM lr_req;
+      VALUES (v_gid, v_name, v_kind, v_permits, v_fence);
       INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
-      SELECT name, v_gid, permits, fence, v_now + INTERVAL p_ttl_ms * 1000 MICROSECOND
-        FROM lr_req ORDER BY name;
-      DELETE FROM lr_waiters WHERE request_id = p_request;
-      UPDATE lr_req SET my_ticket = NULL;
-    ELSEIF v_outcome = 'busy' AND p_enqueue AND EXISTS (SELECT 1 FROM lr_req WHERE my_ticket IS NULL) THEN
-      -- 4b. Queue: a ticket from every resource row (written, so
-      --     enqueues conflict like grants), one place each. A partial
-      --     set of places (some were swept) is replaced whole.
-      DELETE FROM lr_waiters WHERE request_id = p_request;
-      UPDATE lr_resources r JOIN lr_req q ON q.name = r.name SET r.ticket = r.ticket + 1;
-      UPDATE lr_req SET ticket = ticket + 1, my_ticket = ticket;
+      VALUES (v_name, v_gid, v_permits, v_fence, v_now + INTERVAL p_ttl_ms * 1000 MICROSECOND);
+    ELSEIF v_outcome = 'queued' THEN
       -- A request of one item (not a once item: its outcome is decided
       -- by its key's run) leaves what a release needs to grant it
       -- directly (lr_hand_off).
-      SET v_nitems = (SELECT COUNT(*) FROM lr_req);
+      UPDATE lr_resources SET ticket = ticket + 1 WHERE name = v_name;
+      SET v_ticket = v_ticket + 1, v_mine = v_ticket;
       INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user,
                               command, since, expires_at, lease, ttl_ms, db_user)
-      SELECT name, my_ticket, p_request, permits,
-             LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
-             LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
-             v_now, v_now + INTERVAL 10000000 MICROSECOND,
-             IF(v_nitems = 1 AND p_once_key IS NULL, p_lease, NULL), p_ttl_ms, USER()
-        FROM lr_req ORDER BY name;
-      SET v_outcome = 'queued';
-    ELSEIF v_outcome = 'busy' THEN
-      -- Still queued from before: keep the places alive.
-      CALL lr_heartbeat(p_request, v_now);
+      VALUES (v_name, v_mine, p_request, v_permits, v_host, COALESCE(p_pid, 0),
+              LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
+              v_now, v_now + INTERVAL 10000000 MICROSECOND,
+              IF(v_nitems = 1 AND p_once_key IS NULL, p_lease, NULL), p_ttl_ms, USER());
     ELSEIF v_outcome = 'done' THEN
-      -- 4c. Done: nothing taken, the queue left; the lock log records the
-      --     skip with its window and the items it asked for (no fence).
-      UPDATE lr_req SET state = IF(name = v_once_res, 'done', 'ok'), my_ticket = NULL,
-             message = IF(name = v_once_res,
-               CONCAT('the window from ', DATE_FORMAT(v_window, '%Y-%m-%d %H:%i:%s'),
-                      ' UTC already has a successful run of --id ''', p_once_key,
-                      ''' (grant ', v_once_gid, ', ended ',
-                      DATE_FORMAT(v_once_at, '%Y-%m-%d %H:%i:%s'), ')'), NULL);
-      INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
-                             ttl_ms, requested_at, acquired_at, ended_at, end_reason,
-                             once_window, once_period_ms)
-      SELECT p_lease, p_once_key,
-             LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
-             LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024),
-             p_ttl_ms,
-             COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
-             v_now, v_now, 'skipped', v_window, p_period;
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
-      SELECT LAST_INSERT_ID(), name, kind, permits, NULL FROM lr_req;
-      DELETE FROM lr_waiters WHERE request_id = p_request;
+      VALUES (v_gid, v_name, v_kind, v_permits, NULL);
+      SET v_mine = NULL, v_state = IF(v_name = v_once_res, 'done', 'ok');
+      SET v_msg = IF(v_name = v_once_res,
+          CONCAT('the window from ', DATE_FORMAT(v_window, '%Y-%m-%d %H:%i:%s'),
+                 ' UTC already has a successful run of --id ''', p_once_key,
+                 ''' (grant ', v_once_gid, ', ended ',
+                 DATE_FORMAT(v_once_at, '%Y-%m-%d %H:%i:%s'), ')'), NULL);
     END IF;
-  END IF;
+    IF v_outcome IN ('queued', 'busy', 'key_busy') THEN
+      -- Whom to wait for: the wake-up lock of the live place right ahead
+      -- of ours (a hash: the request id stays secret). Who holds it:
+      -- host, pid and account, never the command, which may carry
+      -- secrets.
+      IF v_mine IS NOT NULL AND v_head IS NOT NULL AND v_head < v_mine THEN
+        SELECT request_id INTO v_ahead_req FROM lr_waiters
+         WHERE resource = v_name AND ticket < v_mine AND request_id <> p_request
+         ORDER BY ticket DESC LIMIT 1;
+        IF v_done = 0 THEN
+          CALL lr_lock_name('wait', v_ahead_req, v_wait_for);
+        END IF;
+        SET v_done = 0;
+      END IF;
+      IF v_state = 'busy' AND v_used + v_permits > v_cap THEN
+        SELECT CONCAT(g.host, ':', g.pid, ' (', g.db_user, ')') INTO v_holder
+          FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+         WHERE h.resource = v_name ORDER BY h.grant_id LIMIT 1;
+        SET v_done = 0;
+      END IF;
+    END IF;
+    SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_OBJECT('resource', v_name, 'state', v_state,
+        'fence', IF(v_outcome = 'granted', v_fence, NULL), 'ticket', v_mine, 'used', v_used,
+        'capacity', v_cap, 'head', v_head,
+        'at_head', (v_head IS NULL OR (v_mine IS NOT NULL AND v_head > v_mine)),
+        'wait_for', v_wait_for, 'holder', v_holder, 'message', v_msg));
+    IF v_mine IS NULL THEN
+      SET v_queued = -1;
+    ELSEIF v_queued = 0 THEN
+      SET v_queued = 1;
+    END IF;
+  END LOOP;
+  CLOSE s;
   COMMIT;
   CALL lr_leave(p_sw, p_lwt);
 
-  -- The wake-up chain: hold our wait lock while we have places, drop it
-  -- once granted (the waiter behind wakes).
-  SET v_queued = v_outcome IN ('queued', 'busy') AND NOT EXISTS (SELECT 1 FROM lr_req WHERE my_ticket IS NULL);
-  IF v_queued OR IS_USED_LOCK(CONCAT('lockrun.wait.', p_request)) = CONNECTION_ID() THEN
-    CALL lr_wait_lock(p_request, v_queued);
+  -- The wake-up chain: hold our wait lock while we have every place,
+  -- drop it once granted (the waiter behind wakes). A request that had no
+  -- place before this call holds none: nothing to drop.
+  SET v_queued = v_outcome IN ('queued', 'busy', 'key_busy') AND v_queued = 1;
+  IF v_queued OR v_unqueued < v_nitems THEN
+    CALL lr_wait_lock(p_request, v_queued, p_galera);
   END IF;
 
-  -- The answer. Without a wait (granted, done, invalid) neither whom to
-  -- wait for nor who holds it is asked: a plain read of lr_req, without
-  -- the subqueries the optimizer would prepare anyway.
-  IF v_outcome NOT IN ('queued', 'busy', 'key_busy') THEN
-    SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource, q.state,
-           IF(v_gid IS NOT NULL, q.fence, NULL) AS fence, q.my_ticket AS ticket,
-           q.used, q.capacity, q.head,
-           (q.head IS NULL OR (q.my_ticket IS NOT NULL AND q.head > q.my_ticket)) AS at_head,
-           NULL AS wait_for, NULL AS holder,
-           q.message, v_window AS once_window, v_once_gid AS done_by, p_galera AS galera, 2 AS api
-      FROM lr_req q ORDER BY q.name;
-  ELSE
-  SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource, q.state,
-         IF(v_gid IS NOT NULL, q.fence, NULL) AS fence, q.my_ticket AS ticket,
-         q.used, q.capacity, q.head,
-         (q.head IS NULL OR (q.my_ticket IS NOT NULL AND q.head > q.my_ticket)) AS at_head,
-         IF(v_queued AND q.head IS NOT NULL AND q.head < q.my_ticket,
-            (SELECT CONCAT('lockrun.wait.', w.request_id) FROM lr_waiters w
-              WHERE w.resource = q.name AND w.ticket < q.my_ticket AND w.request_id <> p_request
-              ORDER BY w.ticket DESC LIMIT 1), NULL) AS wait_for,
-         IF(q.state = 'busy' AND q.used + q.permits > q.capacity,
-            (SELECT CONCAT(g.host, ':', g.pid, ' (', LEFT(g.command, 40), ')')
-               FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
-              WHERE h.resource = q.name ORDER BY h.grant_id LIMIT 1), NULL) AS holder,
-         q.message, v_window AS once_window, v_once_gid AS done_by, p_galera AS galera, 2 AS api
-    FROM lr_req q ORDER BY q.name;
-  END IF;
+  SELECT v_outcome AS outcome, IF(v_outcome = 'granted', v_gid, NULL) AS grant_id,
+         j.resource, j.state, j.fence, j.ticket, j.used, j.capacity, j.head, j.at_head,
+         j.wait_for, j.holder, j.message, v_window AS once_window,
+         IF(v_outcome = 'done', v_once_gid, NULL) AS done_by, p_galera AS galera, 3 AS api
+    FROM JSON_TABLE(v_out, '$[*]' COLUMNS(
+         n FOR ORDINALITY,
+         resource VARCHAR(80) PATH '$.resource', state VARCHAR(12) PATH '$.state',
+         fence BIGINT UNSIGNED PATH '$.fence', ticket BIGINT UNSIGNED PATH '$.ticket',
+         used BIGINT UNSIGNED PATH '$.used', capacity BIGINT UNSIGNED PATH '$.capacity',
+         head BIGINT UNSIGNED PATH '$.head', at_head TINYINT PATH '$.at_head',
+         wait_for VARCHAR(64) PATH '$.wait_for', holder VARCHAR(700) PATH '$.holder',
+         message VARCHAR(300) PATH '$.message')) j
+   ORDER BY j.n;
 END//
 
-
--- lockrun_poll: a queued request's cheap look, no transaction: one row per
--- place. An acquire can succeed iff every row has at_head = 1 and fits = 1.
--- ahead counts the live places ahead up to 10; ahead_max is the ticket
--- distance to the first place, an upper bound.
--- Also its heartbeat (lr_heartbeat) and its wake-up lock.
+-- lockrun_poll: a queued request's cheap look: one row per place. An
+-- acquire can succeed iff every row has at_head = 1 and fits = 1. ahead
+-- counts the live places ahead up to 10; ahead_max is the ticket distance
+-- to the first place, an upper bound. Also its heartbeat (lr_heartbeat)
+-- and its wake-up lock. wait_for is the wake-up lock of the place right
+-- ahead (lr_lock_name: a hash, 'lockrun.wait.' and 32 hex digits).
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_poll(
   IN p_request CHAR(32) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
   DECLARE v_now DATETIME(6);
   DECLARE v_cut DATETIME(6);
   DECLARE v_places INT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    ROLLBACK;
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
+  CALL lr_enter(v_sw, v_lwt, v_galera);
+  CALL lr_no_transaction('lockrun_poll');
   CALL lr_check_id('request', p_request);
+  START TRANSACTION;
   SELECT COUNT(*), UTC_TIMESTAMP(6) INTO v_places, v_now FROM lr_waiters WHERE request_id = p_request;
   SET v_cut = v_now - INTERVAL 5000000 MICROSECOND;
-  CALL lr_heartbeat(p_request, v_now);
-  CALL lr_wait_lock(p_request, v_places > 0);
+  CALL lr_heartbeat(p_request);
+  COMMIT;
+  CALL lr_wait_lock(p_request, v_places > 0, v_galera);
   SELECT w.resource, r.capacity, r.used, w.permits,
          (r.used - (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
                      WHERE h.resource = w.resource AND h.expires_at <= v_cut)
@@ -818,12 +890,15 @@ BEGIN
                       AND a.ticket < w.ticket AND a.expires_at > v_cut) AS at_head,
          w.ticket - (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = w.resource) AS ahead_max,
          lr_ahead(w.resource, w.ticket, v_cut) AS ahead,
-         (SELECT CONCAT('lockrun.wait.', a.request_id) FROM lr_waiters a
+         -- lr_lock_name's 'wait' name, spelled out: a SELECT calls no procedure.
+         (SELECT CONCAT('lockrun.wait.', LEFT(SHA2(CONCAT('wait:', a.request_id), 256), 32))
+            FROM lr_waiters a
            WHERE a.resource = w.resource AND a.ticket < w.ticket AND a.expires_at > v_cut
            ORDER BY a.ticket DESC LIMIT 1) AS wait_for,
-         v_places AS places, lr_galera() AS galera, 2 AS api
+         v_places AS places, v_galera AS galera, 3 AS api
     FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource
    WHERE w.request_id = p_request ORDER BY w.resource;
+  COMMIT;
   CALL lr_leave(v_sw, v_lwt);
 END//
 
@@ -839,95 +914,123 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_sleep(
   IN p_request CHAR(32) CHARACTER SET ascii, IN p_ms INT UNSIGNED)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_cut DATETIME(6);
   DECLARE v_places INT;
+  DECLARE v_ready TINYINT;
   DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
+  DECLARE v_bell VARCHAR(64) CHARACTER SET ascii;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    ROLLBACK;
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
+  CALL lr_enter(v_sw, v_lwt, v_galera);
+  CALL lr_no_transaction('lockrun_sleep');
   CALL lr_check_id('request', p_request);
-  -- The doorbell's named lock (lr_bell), taken before the registration a
-  -- release reads, and kept for the connection's life (taken once: it
-  -- nests).
-  IF NOT COALESCE(IS_USED_LOCK(lr_bell(p_request)) = CONNECTION_ID(), 0) THEN
-    DO GET_LOCK(lr_bell(p_request), 0);
+  -- The doorbell's named lock, taken before the registration a release
+  -- reads, and kept for the connection's life (taken once: it nests). A
+  -- release rings only a connection that holds it, here: named locks are
+  -- per server, so this answers "does the sleeper run on this server, and
+  -- is it still that connection" in one lookup.
+  CALL lr_lock_name('bell', p_request, v_bell);
+  IF NOT COALESCE(IS_USED_LOCK(v_bell) = CONNECTION_ID(), 0) THEN
+    DO GET_LOCK(v_bell, 0);
   END IF;
+  START TRANSACTION;
   UPDATE lr_waiters SET wake_conn = CONNECTION_ID()
    WHERE request_id = p_request AND (wake_conn IS NULL OR wake_conn <> CONNECTION_ID());
-  CALL lr_heartbeat(p_request, v_now);
+  CALL lr_heartbeat(p_request);
+  COMMIT;
   -- Counted after the registration: a release that granted us (and so
-  -- took our places) while we registered is seen here.
+  -- took our places) while we registered is seen here. Ready: every place
+  -- is first among the live places of its queue and fits (holds past the
+  -- grace count as free: the acquire sweeps them), or a count no longer
+  -- fits the capacity at all (the acquire then answers 'invalid' at once).
+  SET v_cut = UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND;
   SELECT COUNT(*) INTO v_places FROM lr_waiters WHERE request_id = p_request;
+  SET v_ready = v_places = 0 OR NOT EXISTS (
+      SELECT 1 FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource
+       WHERE w.request_id = p_request AND w.permits <= r.capacity
+         AND (EXISTS (SELECT 1 FROM lr_waiters a WHERE a.resource = w.resource
+                       AND a.ticket < w.ticket AND a.expires_at > v_cut)
+              OR r.used - (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
+                            WHERE h.resource = w.resource AND h.expires_at <= v_cut)
+                 + w.permits > r.capacity));
+  COMMIT;
   CALL lr_leave(v_sw, v_lwt);
-  IF v_places = 0 OR lr_ready(p_request, UTC_TIMESTAMP(6)) THEN
-    SELECT 1 AS woken, v_places AS places, 2 AS api;
+  IF v_ready THEN
+    SELECT 1 AS woken, v_places AS places, 3 AS api;
   ELSE
-    SELECT SLEEP(LEAST(COALESCE(p_ms, 1000), 60000) / 1000) AS woken, v_places AS places, 2 AS api;
+    SELECT SLEEP(LEAST(COALESCE(p_ms, 1000), 60000) / 1000) AS woken, v_places AS places, 3 AS api;
   END IF;
 END//
 
 -- lockrun_dequeue: leaves the queue (gave up, or stopped). A grant that a
--- release handed to the request just before (lr_hand_off) is given back
--- too, and handed on: the caller never claimed it. Releases the wake-up
+-- release handed to the request just before (lr_hand_off) and that it has
+-- not claimed is given back too, and handed on. Releases the wake-up
 -- lock, so the waiter behind moves up at once.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_dequeue(
   IN p_request CHAR(32) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
   DECLARE v_removed, v_returned, v_woken INT DEFAULT 0;
   DECLARE v_lease CHAR(32) CHARACTER SET ascii;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_lease = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    ROLLBACK;
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
-  IF @@in_transaction THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_dequeue: call it outside a transaction (its own would commit yours)';
-  END IF;
+  CALL lr_enter(v_sw, v_lwt, v_galera);
+  CALL lr_no_transaction('lockrun_dequeue');
   CALL lr_check_id('request', p_request);
+  START TRANSACTION;
   DELETE FROM lr_waiters WHERE request_id = p_request;
   SET v_removed = ROW_COUNT();
+  COMMIT;
   -- After the places are gone no release can hand us anything more.
   SELECT request_id INTO v_lease FROM lr_grants
-   WHERE queued_as = p_request AND ended_at IS NULL LIMIT 1;
+   WHERE queued_as = p_request AND ended_at IS NULL AND claimed_at IS NULL LIMIT 1;
+  COMMIT;
   IF v_lease IS NOT NULL THEN
     CALL lr_release(v_lease, 'aborted', NULL, NULL, v_returned, v_woken);
     SET v_returned = 1;
   END IF;
   CALL lr_leave(v_sw, v_lwt);
-  CALL lr_wait_lock(p_request, 0);
-  SELECT v_removed AS removed, v_returned AS returned, 2 AS api;
+  CALL lr_wait_lock(p_request, 0, v_galera);
+  SELECT v_removed AS removed, v_returned AS returned, 3 AS api;
 END//
 
 -- lockrun_renew: extends every hold of the lease by p_ttl_ms from the
 -- server's now, but only holds not yet past the grace (those may have been
 -- swept and their permits granted again), and notes the renewal in the
--- lock log. Autocommit. The lease is intact
--- iff renewed = holds = the number of items.
+-- lock log. Its own transaction. The lease is intact iff renewed = holds =
+-- the number of items.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_renew(
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_renewed BIGINT DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    ROLLBACK;
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
+  CALL lr_enter(v_sw, v_lwt, v_galera);
+  CALL lr_no_transaction('lockrun_renew');
   CALL lr_check_id('lease', p_lease);
-  IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
-  END IF;
+  CALL lr_check_ttl(p_ttl_ms);
+  START TRANSACTION;
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
   IF v_gid IS NOT NULL THEN
     -- UTC_TIMESTAMP as of this statement: after the causal wait.
@@ -939,9 +1042,11 @@ BEGIN
       UPDATE lr_grants SET renewed_at = UTC_TIMESTAMP(6) WHERE id = v_gid;
     END IF;
   END IF;
+  COMMIT;
   SELECT v_gid AS grant_id, COUNT(*) AS holds, v_renewed AS renewed,
-         MIN(expires_at) AS expires_at, 2 AS api
+         MIN(expires_at) AS expires_at, 3 AS api
     FROM lr_holds WHERE grant_id = v_gid;
+  COMMIT;
   CALL lr_leave(v_sw, v_lwt);
 END//
 
@@ -968,6 +1073,7 @@ proc: BEGIN
   DECLARE v_key VARCHAR(64) CHARACTER SET ascii;
   DECLARE v_wake, v_one VARCHAR(4000) DEFAULT '';
   DECLARE v_stuck TINYINT DEFAULT 0;
+  DECLARE v_bell VARCHAR(64) CHARACTER SET ascii;
   DECLARE c CURSOR FOR SELECT resource FROM lr_holds WHERE grant_id = v_gid ORDER BY resource;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -980,7 +1086,7 @@ proc: BEGIN
   -- cache (lockrun_release with no lease); lr_hand_off does nothing for
   -- no grant.
   IF p_lease IS NULL THEN
-    CALL lr_hand_off(NULL, NULL, v_wake, v_stuck);
+    CALL lr_hand_off(NULL, v_wake, v_stuck);
     LEAVE proc;
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -1029,7 +1135,7 @@ proc: BEGIN
   -- rows, which we hold locked) there is nothing to hand on.
   IF p_released > 0 AND EXISTS (SELECT 1 FROM lr_grant_items i JOIN lr_waiters w ON w.resource = i.resource
                                  WHERE i.grant_id = v_gid) THEN
-    CALL lr_hand_off(v_gid, UTC_TIMESTAMP(6), v_wake, v_stuck);
+    CALL lr_hand_off(v_gid, v_wake, v_stuck);
   END IF;
   COMMIT;
   -- The wake-ups, best effort: a sleeper that is gone (1094) or not ours
@@ -1053,7 +1159,8 @@ proc: BEGIN
       SET v_one = SUBSTRING_INDEX(v_wake, ' ', 1);
       SET v_wake = SUBSTRING(v_wake, LENGTH(v_one) + 2);
       SET v_conn = SUBSTRING_INDEX(v_one, '@', 1) + 0;
-      IF IS_USED_LOCK(lr_bell(SUBSTRING_INDEX(v_one, '@', -1))) = v_conn THEN
+      CALL lr_lock_name('bell', SUBSTRING_INDEX(v_one, '@', -1), v_bell);
+      IF IS_USED_LOCK(v_bell) = v_conn THEN
         KILL QUERY v_conn;
         SET p_woken = p_woken + 1;
       END IF;
@@ -1063,7 +1170,8 @@ proc: BEGIN
       w: LOOP
         FETCH wc INTO v_conn, v_req;
         IF v_done THEN LEAVE w; END IF;
-        IF IS_USED_LOCK(lr_bell(v_req)) = v_conn THEN
+        CALL lr_lock_name('bell', v_req, v_bell);
+        IF IS_USED_LOCK(v_bell) = v_conn THEN
           KILL QUERY v_conn;
           SET p_woken = p_woken + 1;
         END IF;
@@ -1087,25 +1195,28 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_releas
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
   DECLARE v_released, v_woken INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    ROLLBACK;
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
-  IF @@in_transaction THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_release: call it outside a transaction (its own would commit yours)';
-  END IF;
+  CALL lr_enter(v_sw, v_lwt, v_galera);
+  CALL lr_no_transaction('lockrun_release');
   IF p_lease IS NOT NULL THEN
     CALL lr_check_id('lease', p_lease);
-    IF p_reason IS NULL OR p_reason NOT IN ('exited', 'signaled', 'lost', 'spawn_failed', 'aborted') THEN
+    IF p_reason IS NULL OR BINARY p_reason NOT IN ('exited', 'signaled', 'lost', 'spawn_failed', 'aborted') THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: reason must be exited, signaled, lost, spawn_failed or aborted';
+    END IF;
+    IF p_exit_status NOT BETWEEN 0 AND 255 OR p_term_signal NOT BETWEEN 0 AND 127 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: exit_status must be 0-255 and term_signal 0-127, or NULL';
     END IF;
   END IF;
   CALL lr_release(p_lease, p_reason, p_exit_status, p_term_signal, v_released, v_woken);
   CALL lr_leave(v_sw, v_lwt);
-  SELECT v_released AS released, v_woken AS woken, 2 AS api;
+  SELECT v_released AS released, v_woken AS woken, 3 AS api;
 END//
 
 -- lockrun_settle: after an acquire whose answer was lost. First WRITES
@@ -1123,16 +1234,20 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_settle
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_items, v_n, v_live, v_q INT DEFAULT 0;
   DECLARE v_outcome VARCHAR(10);
   DECLARE v_done INT DEFAULT 0;
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
   DECLARE v_itemstr VARCHAR(4000) DEFAULT p_items;
+  DECLARE v_req TEXT;
   DECLARE v_once_key VARCHAR(64) CHARACTER SET ascii;
   DECLARE v_period, v_offset BIGINT UNSIGNED;
   DECLARE v_window DATETIME(6);
-  DECLARE c CURSOR FOR SELECT name FROM lr_req ORDER BY name;
+  DECLARE c CURSOR FOR SELECT j.name
+    FROM JSON_TABLE(v_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name')) j
+    ORDER BY CAST(j.name AS BINARY);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -1140,18 +1255,14 @@ BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
-  IF @@in_transaction THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_settle: call it outside a transaction (its own would commit yours)';
-  END IF;
+  CALL lr_enter(v_sw, v_lwt, v_galera);
+  CALL lr_no_transaction('lockrun_settle');
   CALL lr_check_id('request', p_request);
   CALL lr_check_id('lease', p_lease);
   IF LOCATE('once:', v_itemstr) > 0 THEN
     CALL lr_once_items(v_itemstr, v_once_key, v_period, v_offset);
   END IF;
-  CALL lr_req_open();
-  CALL lr_parse(v_itemstr);
-  SELECT COUNT(*) INTO v_items FROM lr_req;
+  CALL lr_parse(v_itemstr, v_req, v_items);
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   OPEN c;
@@ -1165,16 +1276,23 @@ BEGIN
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
   SET v_done = 0;
   SELECT COUNT(*), COALESCE(SUM(h.expires_at > UTC_TIMESTAMP(6)), 0) INTO v_n, v_live
-    FROM lr_holds h JOIN lr_req q ON q.name = h.resource WHERE h.grant_id = v_gid;
-  SELECT COUNT(*) INTO v_q FROM lr_waiters w JOIN lr_req q ON q.name = w.resource
+    FROM lr_holds h
+    JOIN JSON_TABLE(v_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name')) q ON q.name = h.resource
+   WHERE h.grant_id = v_gid;
+  SELECT COUNT(*) INTO v_q
+    FROM lr_waiters w
+    JOIN JSON_TABLE(v_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name')) q ON q.name = w.resource
    WHERE w.request_id = p_request;
   IF v_gid IS NOT NULL AND v_n = v_items AND v_live = v_n THEN
     SET v_outcome = 'granted';
     -- Handed over by a release (lr_hand_off), perhaps long before the
-    -- lost call was sent: renewed from now, as the claim would have.
+    -- lost call was sent: claimed now, renewed from now, as the claim
+    -- would have.
     UPDATE lr_holds h JOIN lr_grants g ON g.id = h.grant_id
        SET h.expires_at = UTC_TIMESTAMP(6) + INTERVAL g.ttl_ms * 1000 MICROSECOND
-     WHERE h.grant_id = v_gid AND g.queued_as IS NOT NULL;
+     WHERE h.grant_id = v_gid AND g.queued_as IS NOT NULL AND g.claimed_at IS NULL;
+    UPDATE lr_grants SET claimed_at = UTC_TIMESTAMP(6)
+     WHERE id = v_gid AND queued_as IS NOT NULL AND claimed_at IS NULL;
   ELSE
     UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = 'expired'
      WHERE request_id = p_lease AND ended_at IS NULL;
@@ -1195,7 +1313,7 @@ BEGIN
   END IF;
   COMMIT;
   CALL lr_leave(v_sw, v_lwt);
-  CALL lr_wait_lock(p_request, v_outcome = 'queued');
+  CALL lr_wait_lock(p_request, v_outcome = 'queued', v_galera);
   SELECT v_outcome AS outcome, v_gid AS grant_id, q.name AS resource,
          (SELECT h.fence FROM lr_holds h WHERE h.grant_id = v_gid AND h.resource = q.name) AS fence,
          (SELECT w.ticket FROM lr_waiters w WHERE w.request_id = p_request AND w.resource = q.name) AS ticket,
@@ -1203,35 +1321,114 @@ BEGIN
          IF(v_outcome = 'done' AND q.name = CONCAT('id:', v_once_key),
             CONCAT('the window from ', DATE_FORMAT(v_window, '%Y-%m-%d %H:%i:%s'),
                    ' UTC already has a successful run of --id ''', v_once_key, ''''), NULL) AS message,
-         2 AS api
-    FROM lr_req q ORDER BY q.name;
+         3 AS api
+    FROM JSON_TABLE(v_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name')) q
+   ORDER BY CAST(q.name AS BINARY);
+  COMMIT;
 END//
 
 -- lockrun_check: for applications, INSIDE their own transaction, right
--- before COMMIT: is grant p_grant_id live (on p_resource, or on all its
--- resources when NULL), and with which fence? Share-locks the hold rows
--- until the caller's transaction ends, so no sweep or release removes them
--- before the caller commits; the holder's renewal waits for it too, so
--- keep what follows short.
+-- before COMMIT: is the grant of lease p_lease (the grant's secret: a
+-- client can check only its own grants) live on p_resource, or on all its
+-- resources when NULL, and with which fence? Share-locks the hold rows
+-- until the caller's transaction ends, so no sweep or release on this
+-- server removes them before the caller commits; the holder's renewal
+-- waits for it too, so keep what follows short. On a Galera node a share
+-- lock is local, so it writes the hold rows instead (checks + 1): they are
+-- then in the caller's write set, certification orders its COMMIT against
+-- any release or sweep of them on another node, and whichever comes
+-- second fails (the caller's COMMIT with 1213).
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_check(
-  IN p_grant_id BIGINT UNSIGNED, IN p_resource VARCHAR(80) CHARACTER SET ascii)
-  READS SQL DATA SQL SECURITY DEFINER
+  IN p_lease CHAR(32) CHARACTER SET ascii, IN p_resource VARCHAR(80) CHARACTER SET ascii)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
+  DECLARE v_gid BIGINT UNSIGNED;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt);
+  CALL lr_enter(v_sw, v_lwt, v_galera);
+  CALL lr_check_id('lease', p_lease);
+  IF p_resource IS NOT NULL AND BINARY p_resource NOT REGEXP '^(id:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: invalid resource: use a lock name, or id:KEY for a key';
+  END IF;
+  SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
+  IF v_galera AND v_gid IS NOT NULL THEN
+    UPDATE lr_holds SET checks = checks + 1
+     WHERE grant_id = v_gid AND (p_resource IS NULL OR resource = p_resource);
+  END IF;
   SELECT COALESCE(COUNT(*) > 0 AND MIN(expires_at) > UTC_TIMESTAMP(6), 0) AS live,
          COUNT(*) AS holds,
          IF(COUNT(*) = 1 OR p_resource IS NOT NULL, MAX(fence), NULL) AS fence,
          GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(expires_at)) DIV 1000, 0) AS remaining_ms,
-         2 AS api
-    FROM lr_holds WHERE grant_id = p_grant_id
+         3 AS api
+    FROM lr_holds WHERE grant_id = v_gid
      AND (p_resource IS NULL OR resource = p_resource) LOCK IN SHARE MODE;
   CALL lr_leave(v_sw, v_lwt);
 END//
 
+-- ---------------------------------------------------------------- access
+-- The role <database>_api (lockrun_api for the database lockrun) may
+-- execute the eight public procedures and nothing else; sql/grant.sql
+-- gives it to the runtime account. Re-applied with every new text of this
+-- file, so a new public procedure reaches every account that has the
+-- role. Accounts that still have the grant of API 2 and earlier, EXECUTE
+-- on the whole database and no other right there, are moved to the role:
+-- that grant let them call the internal routines. Sessions already
+-- connected keep the database grant they started with (the server checks
+-- it per session), so running holders renew and release as before; their
+-- next connection has the role. An account whose default role is another
+-- one is left as it is (an account has one default role): init says so,
+-- and `lockrunctl doctor` shows it. Run as the administrator that runs
+-- init, then dropped.
+CREATE OR REPLACE PROCEDURE lr_setup_access()
+  SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_role VARCHAR(200) DEFAULT CONCAT('''', REPLACE(CONCAT(DATABASE(), '_api'), '''', ''''''), '''');
+  DECLARE v_db VARCHAR(200) DEFAULT CONCAT('`', REPLACE(DATABASE(), '`', '``'), '`');
+  DECLARE v_grantee VARCHAR(400);
+  DECLARE v_other VARCHAR(200);
+  DECLARE v_done INT DEFAULT 0;
+  DECLARE c CURSOR FOR
+    SELECT p.GRANTEE FROM information_schema.SCHEMA_PRIVILEGES p
+     WHERE p.TABLE_SCHEMA = DATABASE() AND p.GRANTEE <> '''lockrun_owner''@''localhost'''
+       AND p.GRANTEE NOT LIKE '%@'''''
+     GROUP BY p.GRANTEE HAVING COUNT(*) = 1 AND MAX(p.PRIVILEGE_TYPE) = 'EXECUTE';
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  EXECUTE IMMEDIATE CONCAT('CREATE ROLE IF NOT EXISTS ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_acquire TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_settle TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_poll TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_sleep TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_dequeue TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_renew TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_release TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_check TO ', v_role);
+  OPEN c;
+  l: LOOP
+    FETCH c INTO v_grantee;
+    IF v_done THEN LEAVE l; END IF;
+    SET v_other = NULL;
+    SELECT NULLIF(u.default_role, '') INTO v_other FROM mysql.user u
+     WHERE CONCAT('''', u.User, '''@''', u.Host, '''') = v_grantee;
+    SET v_done = 0;
+    IF v_other IS NULL OR CONCAT('''', v_other, '''') = v_role THEN
+      EXECUTE IMMEDIATE CONCAT('GRANT ', v_role, ' TO ', v_grantee);
+      EXECUTE IMMEDIATE CONCAT('SET DEFAULT ROLE ', v_role, ' FOR ', v_grantee);
+      EXECUTE IMMEDIATE CONCAT('REVOKE EXECUTE ON ', v_db, '.* FROM ', v_grantee);
+    ELSE
+      SELECT CONCAT('lockrun: ', v_grantee, ' keeps EXECUTE on the whole database: its default role is ',
+                    v_other, '; grant it ', v_role, ' and revoke that') AS warning;
+    END IF;
+  END LOOP;
+  CLOSE c;
+END//
+
 DELIMITER ;
+
+CALL lr_setup_access();
+DROP PROCEDURE lr_setup_access;

@@ -82,7 +82,7 @@ static void usage(FILE *out)
 	      "                        than DURATION ago (default 7d) and audit rows older\n"
 	      "                        than 30 days, 1000 rows per transaction\n"
 	      "  release GRANT --reason TEXT\n"
-	      "                        force-release grant GRANT (LOCKRUN_LEASE); its lockrun\n"
+	      "                        force-release grant GRANT (LOCKRUN_GRANT); its lockrun\n"
 	      "                        stops its command at the next renewal and exits 76\n"
 	      "  check GRANT [NAME=TOKEN...]\n"
 	      "                        exit 0 if grant GRANT is live (and holds those tokens)\n"
@@ -184,7 +184,7 @@ static bool grant_arg(const char *s, uint64_t *id)
 		return true;
 	}
 	lr_log_error("invalid grant number '%s': use the whole number lockrun gave as "
-	             "LOCKRUN_LEASE",
+	             "LOCKRUN_GRANT",
 	             s);
 	return false;
 }

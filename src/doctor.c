@@ -14,7 +14,7 @@
 #include "text.h"
 
 /* The result version the procedures must report (lockcall.c's API_VERSION). */
-#define DOCTOR_API   2
+#define DOCTOR_API   3
 #define MAX_FINDINGS 16
 #define RTT_PROBES   5
 
@@ -416,7 +416,8 @@ static void check_schema(struct doctor *d)
 		    absent);
 		return;
 	}
-	if (!lr_db_query(d->db, "CALL lockrun_check(0, NULL)") || !(row = lr_db_fetch(d->db))) {
+	if (!lr_db_query(d->db, "CALL lockrun_check('00000000000000000000000000000000', NULL)") ||
+	    !(row = lr_db_fetch(d->db))) {
 		say(d, "procedures", SEV_FAIL, "CALL lockrun_check failed: %s", lr_db_error(d->db));
 		return;
 	}

@@ -147,13 +147,14 @@ static char *join_command(char **argv)
 }
 
 /* LOCKRUN_FENCE (one lock, or only the --id key), LOCKRUN_FENCES,
- * LOCKRUN_LEASE and with --once-per LOCKRUN_WINDOW, as "NAME=value"
+ * LOCKRUN_LEASE (the grant's secret, for CALL lockrun_check), LOCKRUN_GRANT
+ * (its public number) and with --once-per LOCKRUN_WINDOW, as "NAME=value"
  * strings for the child. Named locks have no token (the server keeps no
  * counter for them) and no lease row. */
 static char **lock_env(const struct lr_lock *lk)
 {
-	struct lr_sb fences, one, lease, window;
-	char **env = calloc(5, sizeof(*env));
+	struct lr_sb fences, one, lease, grant, window;
+	char **env = calloc(6, sizeof(*env));
 	size_t nres = 0, ntok = 0, k = 0;
 	const struct lr_item *single = NULL;
 
@@ -162,6 +163,7 @@ static char **lock_env(const struct lr_lock *lk)
 	lr_sb_init(&fences);
 	lr_sb_init(&one);
 	lr_sb_init(&lease);
+	lr_sb_init(&grant);
 	lr_sb_init(&window);
 	for (size_t i = 0; i < lk->nitems; i++)
 		if (lk->items[i].kind != LR_KIND_KEY && lk->items[i].kind != LR_KIND_NAMED)
@@ -182,8 +184,10 @@ static char **lock_env(const struct lr_lock *lk)
 	}
 	env[k++] = fences.buf;
 	if (lk->grant_id) {
-		lr_sb_printf(&lease, "LOCKRUN_LEASE=%llu", (unsigned long long)lk->grant_id);
+		lr_sb_printf(&lease, "LOCKRUN_LEASE=%s", lk->lease);
 		env[k++] = lease.buf;
+		lr_sb_printf(&grant, "LOCKRUN_GRANT=%llu", (unsigned long long)lk->grant_id);
+		env[k++] = grant.buf;
 	}
 	if (lk->once_window[0]) {
 		/* 'YYYY-MM-DD HH:MM:SS[.fff]' as ISO 8601: the window this run

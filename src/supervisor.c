@@ -221,7 +221,9 @@ static char **build_env(char *const extra[])
 	for (size_t i = 0; i < n; i++) {
 		if (strncmp(environ[i], "LOCKRUN_FENCE=", 14) == 0 ||
 		    strncmp(environ[i], "LOCKRUN_FENCES=", 15) == 0 ||
-		    strncmp(environ[i], "LOCKRUN_LEASE=", 14) == 0)
+		    strncmp(environ[i], "LOCKRUN_LEASE=", 14) == 0 ||
+		    strncmp(environ[i], "LOCKRUN_GRANT=", 14) == 0 ||
+		    strncmp(environ[i], "LOCKRUN_WINDOW=", 15) == 0)
 			continue;
 		env[k++] = environ[i];
 	}

@@ -281,14 +281,18 @@ setup() {
 	refute_output --partial "socket:"
 }
 
-@test "the command sees LOCKRUN_FENCE, LOCKRUN_FENCES and LOCKRUN_LEASE" {
+@test "the command sees LOCKRUN_FENCE, LOCKRUN_FENCES, LOCKRUN_LEASE and LOCKRUN_GRANT" {
 	ctl set e1 1
 	ctl set e2 2
-	run "$LOCKRUN" -s e1 -- sh -c 'echo "$LOCKRUN_FENCE|$LOCKRUN_FENCES|$LOCKRUN_LEASE"'
+	run "$LOCKRUN" -s e1 -- sh -c 'echo "$LOCKRUN_FENCE|$LOCKRUN_FENCES|$LOCKRUN_LEASE|$LOCKRUN_GRANT"'
 	assert_success
-	local gid
+	local gid lease
 	gid=$(sql "SELECT MAX(id) FROM lr_grants")
-	assert_output "1|e1=1|$gid"
+	# LOCKRUN_LEASE is the grant's secret (lr_grants.request_id), the
+	# number is LOCKRUN_GRANT.
+	lease=$(sql "SELECT request_id FROM lr_grants WHERE id = $gid")
+	[[ $lease =~ ^[0-9a-f]{32}$ ]] || fail "lease '$lease'"
+	assert_output "1|e1=1|$lease|$gid"
 	run "$LOCKRUN" -s e2 -s e1 -- sh -c 'echo "${LOCKRUN_FENCE-unset}|$LOCKRUN_FENCES"'
 	assert_output "unset|e1=2 e2=1"
 }

@@ -287,9 +287,9 @@ print("waiters", *[(w["pid"], w["permits"]) for w in r["waiters"]])' "$output"
 }
 
 @test "named locks have no token and no lease row" {
-	run "$LOCKRUN" --named nenv -- sh -c 'echo "${LOCKRUN_FENCE-unset}|$LOCKRUN_FENCES|${LOCKRUN_LEASE-unset}"'
+	run "$LOCKRUN" --named nenv -- sh -c 'echo "${LOCKRUN_FENCE-unset}|$LOCKRUN_FENCES|${LOCKRUN_LEASE-unset}|${LOCKRUN_GRANT-unset}"'
 	assert_success
-	assert_output "unset||unset"
+	assert_output "unset||unset|unset"
 	run "$LOCKRUN" -n --named nenv -x menv -- sh -c 'echo "$LOCKRUN_FENCE|$LOCKRUN_FENCES"'
 	assert_success
 	assert_output "1|menv=1"

@@ -17,10 +17,10 @@ setup() {
 	gate=$BATS_TEST_TMPDIR/gate
 }
 
-# hold_until_gate NAME: a command that records "NAME TOKEN LEASE" and then
+# hold_until_gate NAME: a command that records "NAME TOKEN GRANT" and then
 # runs until $gate exists.
 hold_until_gate() {
-	printf 'echo %q "$LOCKRUN_FENCE" "$LOCKRUN_LEASE" >>%q; while [ ! -e %q ]; do sleep 0.05; done' \
+	printf 'echo %q "$LOCKRUN_FENCE" "$LOCKRUN_GRANT" >>%q; while [ ! -e %q ]; do sleep 0.05; done' \
 		"$1" "$rec" "$gate"
 }
 

@@ -54,10 +54,11 @@ alive() { kill -0 "$1" 2>/dev/null; }
 }
 
 @test "LOCKRUN_* variables inherited from an outer lockrun are not passed on" {
-	LOCKRUN_FENCE=99 LOCKRUN_FENCES=x=99 LOCKRUN_LEASE=7 run "$LOCKRUN" --named inner -- env
+	LOCKRUN_FENCE=99 LOCKRUN_FENCES=x=99 LOCKRUN_LEASE=7 LOCKRUN_GRANT=7 run "$LOCKRUN" --named inner -- env
 	assert_success
 	refute_line --regexp '^LOCKRUN_FENCE='
 	refute_line --regexp '^LOCKRUN_LEASE='
+	refute_line --regexp '^LOCKRUN_GRANT='
 	# Named locks have no token: the list lockrun sets is empty.
 	assert_line 'LOCKRUN_FENCES='
 }

@@ -29,7 +29,7 @@ rows() {
 	assert_equal "$(field outcome "$out")" granted
 	assert_equal "$(field resource "$out")" m1
 	assert_equal "$(field state "$out")" ok
-	assert_equal "$(field api "$out")" 2
+	assert_equal "$(field api "$out")" 3
 	gid=$(field grant_id "$out")
 	fence=$(field fence "$out")
 	assert_equal "$gid" "$(sql "SELECT id FROM lr_grants WHERE request_id = '$lease'")"
@@ -41,11 +41,11 @@ rows() {
 	assert_equal "$(field grant_id "$out")" "$gid"
 	assert_equal "$(field holds "$out")" 1
 	assert_equal "$(field renewed "$out")" 1
-	assert_equal "$(field api "$out")" 2
+	assert_equal "$(field api "$out")" 3
 	# The server's clock: a minute from now, not five seconds.
 	assert_equal "$(sql "SELECT expires_at > UTC_TIMESTAMP(6) + INTERVAL 50 SECOND FROM lr_holds WHERE grant_id = $gid")" 1
 
-	out=$(app "START TRANSACTION; CALL lockrun_check($gid, 'm1'); COMMIT")
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', 'm1'); COMMIT")
 	assert_equal "$(field live "$out")" 1
 	assert_equal "$(field holds "$out")" 1
 	assert_equal "$(field fence "$out")" "$fence"
@@ -61,7 +61,7 @@ rows() {
 	# Idempotent: a second release finds nothing and is no error.
 	out=$(rel "$lease")
 	assert_equal "$(field released "$out")" 0
-	out=$(app "START TRANSACTION; CALL lockrun_check($gid, 'm1'); COMMIT")
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', 'm1'); COMMIT")
 	assert_equal "$(field live "$out")" 0
 	assert_equal "$(field holds "$out")" 0
 	used_ok
@@ -100,7 +100,10 @@ rows() {
 	# What it is allowed: EXECUTE, and nothing on the tables.
 	run app "SHOW GRANTS"
 	assert_success
-	assert_output --partial "GRANT EXECUTE ON \`lockrun\`.* TO \`lockrun\`@\`%\`"
+	# The role of sql/grant.sql, the account's default role; no grant on
+	# the whole database (it would reach the internal routines).
+	assert_output --partial "GRANT \`lockrun_api\` TO \`lockrun\`@\`%\`"
+	refute_output --partial "ON \`lockrun\`.*"
 	refute_output --partial "SELECT"
 	refute_output --partial "INSERT"
 	refute_output --partial "DELETE"
@@ -135,7 +138,8 @@ rows() {
 	assert_equal "$(field outcome "$out")" busy
 	assert_equal "$(field state "$out")" busy
 	assert_equal "$(field message "$out")" "'q' is busy"
-	assert_equal "$(field holder "$out")" "apphost:4242 (14-sql-api test)"
+	# Host, pid and account; never the command, which may carry secrets.
+	assert_equal "$(field holder "$out")" "apphost:4242 ($(app "SELECT USER()" | tail -n 1))"
 	assert_equal "$(field used "$out")/$(field capacity "$out")" 1/1
 	assert_equal "$(waiters q)" 0
 
@@ -151,7 +155,7 @@ rows() {
 	assert_equal "$(field outcome "$out")" queued
 	assert_equal "$(field at_head "$out")" 0
 	assert_equal "$(field head "$out")" "$tb"
-	assert_equal "$(field wait_for "$out")" "lockrun.wait.$rb"
+	assert_equal "$(field wait_for "$out")" "$(wait_name "$rb")"
 	assert_equal "$(waiters q)" 2
 
 	out=$(app "CALL lockrun_poll('$rb')")
@@ -192,8 +196,12 @@ rows() {
 	assert_equal "$(field outcome "$out")" busy
 	assert_equal "$(field ticket "$out")" "$(sql "SELECT ticket FROM lr_waiters WHERE request_id = '$rc'")"
 	assert_equal "$(field at_head "$out")" 1
+	# B's release hands the lock to C under the lease C queued with, and
+	# only that lease claims it.
 	rel "$lb" >/dev/null
-	lc=$(newid)
+	run -1 acq mutex:q "$rc" "$(newid)" 30000 1
+	assert_output --partial "ERROR 1644"
+	assert_output --partial "claimed with the lease the request queued with"
 	out=$(acq mutex:q "$rc" "$lc" 30000 1)
 	assert_equal "$(field outcome "$out")" granted
 	assert_equal "$(waiters q)" 0
@@ -211,18 +219,18 @@ rows() {
 	acq mutex:wk "$ra" "$la" >/dev/null
 	# One session: enqueue, then look at the named lock from inside it.
 	run app "CALL lockrun_acquire('mutex:wk', '$rb', '$(newid)', 30000, 1, NULL, NULL, NULL, NULL);
-		SELECT 'mine', IS_USED_LOCK('lockrun.wait.$rb') = CONNECTION_ID();
+		SELECT 'mine', IS_USED_LOCK('$(wait_name "$rb")') = CONNECTION_ID();
 		CALL lockrun_dequeue('$rb');
-		SELECT 'free', IS_FREE_LOCK('lockrun.wait.$rb')"
+		SELECT 'free', IS_FREE_LOCK('$(wait_name "$rb")')"
 	assert_success
 	assert_line --regexp '^queued'
 	assert_line "$(printf 'mine\t1')"
-	assert_line --regexp "^1\s+0\s+2$"
+	assert_line --regexp "^1\s+0\s+3$"
 	assert_line "$(printf 'free\t1')"
 	assert_equal "$(waiters wk)" 0
 	out=$(app "CALL lockrun_dequeue('$rb')")
 	assert_equal "$(field removed "$out")" 0
-	assert_equal "$(field api "$out")" 2
+	assert_equal "$(field api "$out")" 3
 	# A dequeued request has no places: poll answers no rows, sleep returns.
 	out=$(app "CALL lockrun_poll('$rb')")
 	assert_equal "$out" ""
@@ -298,16 +306,16 @@ rows() {
 	assert_equal "$(col resource <<<"$out" | paste -sd,)" "cha,chs"
 	gid=$(field grant_id "$out")
 	fa=$(field fence "$out")
-	out=$(app "START TRANSACTION; CALL lockrun_check($gid, NULL); COMMIT")
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', NULL); COMMIT")
 	assert_equal "$(field live "$out")" 1
 	assert_equal "$(field holds "$out")" 2
 	assert_equal "$(field fence "$out")" NULL
-	out=$(app "START TRANSACTION; CALL lockrun_check($gid, 'cha'); COMMIT")
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', 'cha'); COMMIT")
 	assert_equal "$(field live "$out")/$(field holds "$out")/$(field fence "$out")" "1/1/$fa"
 	# A ttl of 1 s, not renewed: no longer live once it ran out, although
 	# within the grace the holds are still there (and renewable).
 	sleep 1.3
-	out=$(app "START TRANSACTION; CALL lockrun_check($gid, NULL); COMMIT")
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', NULL); COMMIT")
 	assert_equal "$(field live "$out")" 0
 	assert_equal "$(field holds "$out")" 2
 	local left
@@ -315,13 +323,13 @@ rows() {
 	((left <= 0)) || fail "remaining_ms $left after expiry"
 	out=$(app "CALL lockrun_renew('$lease', 30000)")
 	assert_equal "$(field holds "$out")/$(field renewed "$out")" 2/2
-	out=$(app "START TRANSACTION; CALL lockrun_check($gid, NULL); COMMIT")
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', NULL); COMMIT")
 	assert_equal "$(field live "$out")" 1
 	# Past the grace, a renewal no longer counts: the lease is lost.
 	sql "UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 6 SECOND WHERE grant_id = $gid"
 	out=$(app "CALL lockrun_renew('$lease', 30000)")
 	assert_equal "$(field holds "$out")/$(field renewed "$out")" 2/0
-	out=$(app "START TRANSACTION; CALL lockrun_check($gid, 'chs'); COMMIT")
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', 'chs'); COMMIT")
 	assert_equal "$(field live "$out")" 0
 }
 
@@ -331,7 +339,7 @@ rows() {
 	out=$(acq mutex:shr "$(newid)" "$lease")
 	gid=$(field grant_id "$out")
 	# An application that checks, then dawdles 8 s before COMMIT.
-	app "START TRANSACTION; CALL lockrun_check($gid, 'shr'); SELECT SLEEP(8); COMMIT" \
+	app "START TRANSACTION; CALL lockrun_check('$lease', 'shr'); SELECT SLEEP(8); COMMIT" \
 		>/dev/null 2>&1 3>&- &
 	pid=$!
 	lr_wait_eq 1 sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'lockrun' AND INFO LIKE 'SELECT SLEEP(8)%'"
@@ -354,7 +362,7 @@ rows() {
 	assert_equal "$(field outcome "$out")" granted
 	assert_equal "$(field grant_id "$out")" "$gid"
 	assert_equal "$(field fence "$out")" "$fence"
-	assert_equal "$(field api "$out")" 2
+	assert_equal "$(field api "$out")" 3
 	assert_equal "$(holds st)" 1
 	rel "$lease" >/dev/null
 
@@ -552,20 +560,21 @@ bad() {
 	local ra la rb lb rc out pid
 	ra=$(newid) la=$(newid) rb=$(newid) lb=$(newid) rc=$(newid)
 	acq mutex:ch "$ra" "$la" >/dev/null
-	# B's session: queue, wait 4 s, attempt again (granted by then), stay.
-	app "CALL lockrun_acquire('mutex:ch', '$rb', '$(newid)', 30000, 1, NULL, NULL, NULL, NULL);
+	# B's session: queue, wait 4 s, attempt again with the same lease
+	# (granted by then: the release handed it to B), stay.
+	app "CALL lockrun_acquire('mutex:ch', '$rb', '$lb', 30000, 1, NULL, NULL, NULL, NULL);
 		SELECT SLEEP(4);
 		CALL lockrun_acquire('mutex:ch', '$rb', '$lb', 30000, 1, NULL, NULL, NULL, NULL);
 		SELECT SLEEP(30)" >"$BATS_TEST_TMPDIR/b" 2>&1 3>&- &
 	pid=$!
 	lr_wait_eq 1 waiters ch
 	out=$(acq mutex:ch "$rc" "$(newid)" 30000 1)
-	assert_equal "$(field wait_for "$out")" "lockrun.wait.$rb"
-	run app "SELECT GET_LOCK('lockrun.wait.$rb', 0)"
+	assert_equal "$(field wait_for "$out")" "$(wait_name "$rb")"
+	run app "SELECT GET_LOCK('$(wait_name "$rb")', 0)"
 	assert_line 0
 	rel "$la" >/dev/null
 	# Returns once B is granted, while B's session is still there.
-	run app "SELECT GET_LOCK('lockrun.wait.$rb', 20), (SELECT 1)"
+	run app "SELECT GET_LOCK('$(wait_name "$rb")', 20), (SELECT 1)"
 	assert_line "$(printf '1\t1')"
 	kill -0 "$pid"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants g JOIN lr_holds h ON h.grant_id = g.id
@@ -618,13 +627,13 @@ until_stopped() {
 	read -r _ _ _ lease fence <"$rec"
 	out=$(acq mutex:shared "$(newid)" "$(newid)")
 	assert_equal "$(field outcome "$out")" busy
-	# The child's LOCKRUN_LEASE is the grant id an application checks.
-	out=$(app "START TRANSACTION; CALL lockrun_check($lease, 'shared'); COMMIT")
+	# The child's LOCKRUN_LEASE is the secret an application checks with.
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', 'shared'); COMMIT")
 	assert_equal "$(field live "$out")/$(field fence "$out")" "1/$fence"
 	touch "$BATS_TEST_TMPDIR/stop"
 	wait "$pid"
 	assert_equal "$(rec_count "$rec" leave shared)" 1
-	out=$(app "START TRANSACTION; CALL lockrun_check($lease, 'shared'); COMMIT")
+	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', 'shared'); COMMIT")
 	assert_equal "$(field live "$out")" 0
 
 	# 2. The SQL client holds: lockrun -n exits with the conflict status

@@ -19,10 +19,10 @@ setup() {
 	# A holds 2 permits of ll and the mutex llm, long enough to renew
 	# (--ttl 4: about every 1.3 s); B queues behind it on llm.
 	"$LOCKRUN" --ttl 4 --kill-after 1 -s ll:2 -x llm -- sh -c \
-		"echo A \$LOCKRUN_LEASE \"\$LOCKRUN_FENCES\" >>'$rec'; while [ ! -e '$gate' ]; do sleep 0.05; done" 3>&- &
+		"echo A \$LOCKRUN_GRANT \"\$LOCKRUN_FENCES\" >>'$rec'; while [ ! -e '$gate' ]; do sleep 0.05; done" 3>&- &
 	local a=$!
 	lr_wait_for grep -q '^A ' "$rec"
-	"$LOCKRUN" -x llm -- sh -c "echo B \$LOCKRUN_LEASE >>'$rec'" 3>&- &
+	"$LOCKRUN" -x llm -- sh -c "echo B \$LOCKRUN_GRANT >>'$rec'" 3>&- &
 	local b=$!
 	queued() { (($(waiters llm) >= 1)); }
 	lr_wait_for queued

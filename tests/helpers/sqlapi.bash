@@ -40,3 +40,9 @@ used_ok() {
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources r WHERE r.used <>
 		(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = r.name)")" 0
 }
+
+# wait_name REQUEST: the public name of REQUEST's wake-up lock, as the
+# procedures show it in wait_for (a hash: the request id is a secret).
+wait_name() {
+	printf 'lockrun.wait.%s' "$(printf 'wait:%s' "$1" | sha256sum | cut -c1-32)"
+}

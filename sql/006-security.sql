@@ -1,0 +1,36 @@
+-- lockrun schema, migration 6: the SQL API as the only way in.
+--
+-- Apply with `lockrunctl init`, or by hand as an administrator with the
+-- mariadb client, after 001-005 and before sql/procedures.sql:
+--     mariadb lockrun < sql/006-security.sql
+-- Idempotent: every statement may run again.
+--
+-- Only schema here; the role that may call the public routines, and the
+-- move of accounts off the old database-wide EXECUTE grant, come with the
+-- routines (the end of sql/procedures.sql), because a grant names a
+-- routine that must exist.
+
+-- When the request that a release handed a grant to claimed it
+-- (lockrun_acquire with that request and the lease it queued with). A
+-- handed grant is claimed once; until then only its own request may
+-- claim it or give it back (lockrun_dequeue).
+ALTER TABLE lr_grants ADD COLUMN IF NOT EXISTS claimed_at DATETIME(6) NULL AFTER queued_as;
+
+-- lockrun_check on a Galera node writes the hold rows it vouches for
+-- (checks + 1), so they are in the application's write set: certification
+-- then orders the application's COMMIT and any release or sweep of the
+-- grant on another node, and the later of the two fails. A share lock is
+-- local to one node and would not.
+ALTER TABLE lr_holds ADD COLUMN IF NOT EXISTS checks INT UNSIGNED NOT NULL DEFAULT 0;
+
+-- `used` can no longer go below zero, whatever happened to the hold rows
+-- (before, a counter that had drifted low made every later delete fail
+-- with 1690 and wedged the resource). A count that disagrees with the
+-- hold rows is recomputed by the next sweep of the resource or a busy
+-- acquire; `lockrunctl doctor` reports it and `lockrunctl sweep` repairs it.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' TRIGGER lr_holds_ad
+  AFTER DELETE ON lr_holds FOR EACH ROW
+  UPDATE lr_resources SET used = IF(used >= OLD.permits, used - OLD.permits, 0)
+   WHERE name = OLD.resource;
+
+INSERT IGNORE INTO lr_schema (version, description) VALUES (6, 'security: claimed hand-offs, written checks, no underflow');
