@@ -174,6 +174,11 @@ BEGIN
   DECLARE v_permits BIGINT UNSIGNED;
   DECLARE v_msg VARCHAR(300);
   SET p_req = '[]', p_n = 0;
+  -- No control character anywhere: a name's pattern below ends in $,
+  -- which also matches before a final newline.
+  IF p_items REGEXP '[[:cntrl:]]' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: items must not contain control characters';
+  END IF;
   WHILE v_rest <> '' DO
     SET v_item = TRIM(SUBSTRING_INDEX(v_rest, ',', 1));
     SET v_rest = IF(LOCATE(',', v_rest) = 0, '', TRIM(SUBSTRING(v_rest, LOCATE(',', v_rest) + 1)));
@@ -237,6 +242,9 @@ proc: BEGIN
   DECLARE v_colons INT;
   DECLARE v_msg VARCHAR(300);
   SET p_key = NULL, p_period = NULL, p_offset = NULL;
+  IF v_rest REGEXP '[[:cntrl:]]' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: items must not contain control characters';
+  END IF;
   IF LOCATE('once:', v_rest) = 0 THEN
     LEAVE proc;
   END IF;
@@ -482,6 +490,9 @@ proc: BEGIN
   CALL lr_check_id('request', p_request);
   CALL lr_check_id('lease', p_lease);
   CALL lr_check_ttl(p_ttl_ms);
+  IF p_enqueue IS NULL OR p_enqueue NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: enqueue must be 0 or 1';
+  END IF;
 
   -- 0. A grant a release handed to this request while it waited
   --    (lr_hand_off, which checked the items when they queued) and that
@@ -589,6 +600,9 @@ BEGIN
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   SET v_once_res = CONCAT('id:', p_once_key);
 
+  -- Under autocommit = 0 the reads before this began a transaction, and
+  -- SET TRANSACTION would fail (1568): end it (the caller had none).
+  COMMIT;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_now = UTC_TIMESTAMP(6);
@@ -929,6 +943,9 @@ BEGIN
   CALL lr_enter(v_sw, v_lwt, v_galera);
   CALL lr_no_transaction('lockrun_sleep');
   CALL lr_check_id('request', p_request);
+  IF p_ms IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ms must be a number of milliseconds (at most 60000 are slept)';
+  END IF;
   -- The doorbell's named lock, taken before the registration a release
   -- reads, and kept for the connection's life (taken once: it nests). A
   -- release rings only a connection that holds it, here: named locks are
@@ -963,7 +980,7 @@ BEGIN
   IF v_ready THEN
     SELECT 1 AS woken, v_places AS places, 3 AS api;
   ELSE
-    SELECT SLEEP(LEAST(COALESCE(p_ms, 1000), 60000) / 1000) AS woken, v_places AS places, 3 AS api;
+    SELECT SLEEP(LEAST(p_ms, 60000) / 1000) AS woken, v_places AS places, 3 AS api;
   END IF;
 END//
 
@@ -1089,6 +1106,9 @@ proc: BEGIN
     CALL lr_hand_off(NULL, v_wake, v_stuck);
     LEAVE proc;
   END IF;
+  -- Under autocommit = 0 the reads before this began a transaction, and
+  -- SET TRANSACTION would fail (1568): end it (the caller had none).
+  COMMIT;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   -- The key and window never change; read once here, with the id.
@@ -1263,6 +1283,9 @@ BEGIN
     CALL lr_once_items(v_itemstr, v_once_key, v_period, v_offset);
   END IF;
   CALL lr_parse(v_itemstr, v_req, v_items);
+  -- Under autocommit = 0 the reads before this began a transaction, and
+  -- SET TRANSACTION would fail (1568): end it (the caller had none).
+  COMMIT;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   OPEN c;
@@ -1353,7 +1376,8 @@ BEGIN
   END;
   CALL lr_enter(v_sw, v_lwt, v_galera);
   CALL lr_check_id('lease', p_lease);
-  IF p_resource IS NOT NULL AND BINARY p_resource NOT REGEXP '^(id:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$' THEN
+  IF p_resource IS NOT NULL AND (BINARY p_resource NOT REGEXP '^(id:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'
+                                 OR p_resource REGEXP '[[:cntrl:]]') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: invalid resource: use a lock name, or id:KEY for a key';
   END IF;
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;

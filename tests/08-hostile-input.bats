@@ -209,13 +209,15 @@ os.execv(sys.argv[2], sys.argv[2:])' "$@"
 	local host=$'web\e[2J\a'
 	sql "INSERT INTO lr_resources (name, kind, capacity, fence) VALUES ('hm', 'mutex', 1, 1);
 	INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms, acquired_at)
-		VALUES (REPEAT('b', 32), X'$(hexof "$host")', 4242, 'u', 'x',
-		X'$(hexof "job ")1b5d303b70776e656407', 60000, NOW(6));
+		VALUES (REPEAT('b', 32), X'$(hexof "$host")', 4242, 'u',
+		X'$(hexof "ops")1b5d303b70776e656407', 'job', 60000, NOW(6));
 	INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
 		VALUES ('hm', LAST_INSERT_ID(), 1, 1, NOW(6) + INTERVAL 1 HOUR)"
 	run --separate-stderr "$LOCKRUN" -v -w 0.5 -x hm -- true
 	assert_failure 75
-	[[ $stderr == *"'hm' held by web\\x1b[2J\\x07:4242 (job \\x1b]0;pwned\\x07)"* ]] ||
+	# The holder is host:pid (account), both whatever another client
+	# stored.
+	[[ $stderr == *"'hm' held by web\\x1b[2J\\x07:4242 (ops\\x1b]0;pwned\\x07)"* ]] ||
 		fail "unexpected: $stderr"
 	if printf '%s' "$stderr" | LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]'; then
 		fail "raw control bytes on stderr"

@@ -91,7 +91,9 @@ full_account() {
 # which registered it).
 waiter_sessions() {
 	local ids
-	ids=$(sql "SELECT IS_USED_LOCK(CONCAT('lockrun.wait.', request_id)) FROM lr_waiters
+	# The wait lock's name is a hash of the request id (lr_lock_name).
+	ids=$(sql "SELECT IS_USED_LOCK(CONCAT('lockrun.wait.',
+			LEFT(SHA2(CONCAT('wait:', request_id), 256), 32))) FROM lr_waiters
 			WHERE resource = '$1'
 		UNION SELECT wake_conn FROM lr_waiters WHERE resource = '$1' AND wake_conn IS NOT NULL")
 	[[ $(wc -w <<<"$ids") == 2 ]] && echo $ids

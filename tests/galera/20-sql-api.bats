@@ -32,8 +32,8 @@ setup() {
 	run api 1 "CALL lockrun_acquire('mutex:gapi', '$(hex 1)', '$(hex 101)', 30000, 0, 'n1', 1, 'u', 'sql')"
 	assert_success
 	assert_output --regexp "^granted	[0-9]+	gapi	ok	1	"
-	# Last column: api 2; the one before: this is a Galera node.
-	assert_output --regexp "	1	2$"
+	# Last column: api 3; the one before: this is a Galera node.
+	assert_output --regexp "	1	3$"
 	local n
 	for n in 2 3; do
 		run api "$n" "CALL lockrun_acquire('mutex:gapi', '$(hex $n)', '$(hex $((100 + n)))', 30000, 0, 'n$n', $n, 'u', 'sql')"
