@@ -410,9 +410,9 @@ static int cmd_sweep(struct ctl *c, int argc, char **argv)
 		    "{\"expired_grants\":%llu,\"expired_holds\":%llu,\"dead_waiters\":%llu,"
 		    "\"orphan_grants\":%llu,\"grants_deleted\":%llu,\"grant_items_deleted\":%llu,"
 		    "\"audit_deleted\":%llu,\"once_deleted\":%llu,\"retention_s\":%llu,"
-		    "\"transactions\":%llu}\n",
+		    "\"used_repaired\":%llu,\"transactions\":%llu}\n",
 		    n.expired, n.holds, n.waiters, n.orphans, n.grants_deleted, n.items_deleted,
-		    n.audit_deleted, n.once_deleted, keep, n.transactions);
+		    n.audit_deleted, n.once_deleted, keep, n.recounted, n.transactions);
 	else if (c->verbosity >= 0)
 		printf("ended %llu expired grant%s (%llu hold%s and %llu dead queue place%s "
 		       "removed) and %llu open grant%s holding nothing\n"

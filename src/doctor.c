@@ -15,7 +15,8 @@
 
 /* The result version the procedures must report (lockcall.c's API_VERSION). */
 #define DOCTOR_API   3
-#define MAX_FINDINGS 16
+#define MAX_FINDINGS 40
+#define MAX_SHOWN    10 /* accounts and resources named, at most */
 #define RTT_PROBES   5
 
 enum sev { SEV_OK, SEV_INFO, SEV_WARN, SEV_FAIL };
@@ -25,7 +26,7 @@ static const char *const sev_json[] = {"ok", "info", "warning", "problem"};
 struct finding {
 	const char *check;
 	enum sev sev;
-	char text[512];
+	char text[1024];
 };
 
 /* The server variables doctor reads, all in one statement. */
@@ -37,6 +38,7 @@ static const char *const var_names[NVARS] = {"version",          "version_commen
 struct doctor {
 	lr_db *db;
 	const struct lr_doctor_opts *o;
+	const char *dbname; /* the database, "" when none */
 	struct finding f[MAX_FINDINGS];
 	size_t n;
 	char *var[NVARS];
@@ -258,6 +260,34 @@ static const struct {
 	(P_CREATE | P_ALTER | P_INDEX | P_CREATE_ROUTINE | P_ALTER_ROUTINE | P_TRIGGER |           \
 	 P_CREATE_USER | P_GRANT | P_SET_USER)
 
+static const char *const procedures[] = {"lockrun_acquire", "lockrun_check",   "lockrun_dequeue",
+                                         "lockrun_poll",    "lockrun_release", "lockrun_renew",
+                                         "lockrun_settle",  "lockrun_sleep"};
+#define NPROCS (sizeof(procedures) / sizeof(procedures[0]))
+
+/* How many of the public procedures the account sees in
+ * information_schema, which shows it only those it has a privilege on:
+ * all of them when EXECUTE comes through a role (sql/grant.sql) or
+ * routine grants rather than the database. One round trip. */
+static size_t procedures_visible(struct doctor *d)
+{
+	struct lr_sb sb;
+	MYSQL_ROW row;
+	size_t n = 0;
+
+	lr_sb_init(&sb);
+	lr_sb_puts(&sb, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE "
+	                "ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' "
+	                "AND ROUTINE_NAME IN (");
+	for (size_t i = 0; i < NPROCS; i++)
+		lr_sb_printf(&sb, "%s'%s'", i ? ", " : "", procedures[i]);
+	lr_sb_puts(&sb, ")");
+	if (lr_db_query(d->db, lr_sb_str(&sb)) && (row = lr_db_fetch(d->db)) && row[0])
+		n = (size_t)strtoul(row[0], NULL, 10);
+	lr_sb_finish(&sb);
+	return n;
+}
+
 /* The names of the bits of `want` missing from `have`, comma-separated. */
 static const char *missing(unsigned have, unsigned want, char *buf, size_t len)
 {
@@ -274,17 +304,20 @@ static const char *missing(unsigned have, unsigned want, char *buf, size_t len)
 /*
  * The account's privileges on this database (global and database-level
  * grants, as information_schema shows them to the account itself; grants
- * on single tables and through roles are not counted), against what each
- * use needs: lockrun EXECUTE; lockrunctl's admin commands SELECT, INSERT,
- * UPDATE, DELETE; init the DDL, CREATE USER, GRANT OPTION and SET USER
- * (SUPER before MariaDB 10.5). Only a missing EXECUTE is a problem: that
- * is what lockrun itself runs with.
+ * on single tables and through roles are not counted, except EXECUTE on
+ * the public procedures, which is what sql/grant.sql's role gives),
+ * against what each use needs: lockrun EXECUTE; lockrunctl's admin
+ * commands SELECT, INSERT, UPDATE, DELETE; init the DDL, CREATE USER,
+ * GRANT OPTION and SET USER (SUPER before MariaDB 10.5). Only a missing
+ * EXECUTE is a problem: that is what lockrun itself runs with. One round
+ * trip, two when EXECUTE is not a database grant.
  */
 static void check_privileges(struct doctor *d)
 {
 	unsigned have = 0;
 	char m1[256], m2[256], m3[256];
 	MYSQL_ROW row;
+	bool by_routine = false;
 
 	if (!lr_db_query(d->db,
 	                 "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES "
@@ -306,18 +339,248 @@ static void check_privileges(struct doctor *d)
 				have |= privs[i].bit;
 	if (have & P_SUPER)
 		have |= P_SET_USER;
+	if (!(have & P_EXECUTE) && procedures_visible(d) == NPROCS) {
+		have |= P_EXECUTE;
+		by_routine = true;
+	}
 	missing(have, P_EXECUTE, m1, sizeof(m1));
 	missing(have, P_ADMIN, m2, sizeof(m2));
 	missing(have, P_INIT, m3, sizeof(m3));
 	say(d, "privileges", (have & P_EXECUTE) ? SEV_OK : SEV_FAIL,
 	    "lockrun (EXECUTE): %s; lockrunctl admin commands (SELECT, INSERT, UPDATE, DELETE): "
 	    "%s%s; lockrunctl init (DDL, CREATE USER, GRANT OPTION, SET USER): %s%s",
-	    *m1 ? "missing, lockrun cannot lock with this account" : "yes",
+	    *m1          ? "missing, lockrun cannot lock with this account"
+	    : by_routine ? "yes, on the public procedures (a role or routine grants)"
+	                 : "yes",
 	    *m2 ? "missing " : "yes", m2, *m3 ? "missing " : "yes", m3);
 	if ((have & P_ADMIN) && (have & P_EXECUTE))
 		say(d, "privileges", SEV_INFO,
 		    "this account can also write lockrun's tables directly; lockrun itself needs "
-		    "only EXECUTE (sql/grant.sql)");
+		    "only EXECUTE on the public procedures (sql/grant.sql)");
+}
+
+/* The privileges that reach a database's objects when granted on *.* or
+ * on the database, in the order GRANT lists them; all of them at one
+ * level is shown as ALL. */
+static const char *const object_privs[] = {
+    "SELECT",        "INSERT",     "UPDATE",      "DELETE",        "CREATE",
+    "DROP",          "REFERENCES", "INDEX",       "ALTER",         "CREATE TEMPORARY TABLES",
+    "LOCK TABLES",   "EXECUTE",    "CREATE VIEW", "SHOW VIEW",     "CREATE ROUTINE",
+    "ALTER ROUTINE", "EVENT",      "TRIGGER",     "DELETE HISTORY"};
+#define NOBJPRIVS (sizeof(object_privs) / sizeof(object_privs[0]))
+
+/* The columns of check_accounts' answer. */
+enum { A_GRANTEE, A_MORE, A_NGLOBAL, A_GLOBAL, A_NDB, A_DB, A_TABLES, A_TOTAL, A_TOTAL_MORE };
+
+/* One account's line: what it holds where, in GRANT's words. A role
+ * ('name'@'') is marked as one. */
+static void say_account(struct doctor *d, MYSQL_ROW row)
+{
+	struct lr_sb sb;
+	const char *sep = "";
+	bool more = row[A_MORE] && strcmp(row[A_MORE], "0") != 0;
+	size_t len = strlen(row[A_GRANTEE]);
+
+	lr_sb_init(&sb);
+	if (row[A_GLOBAL]) {
+		lr_sb_printf(&sb, "%s on *.*",
+		             strtoul(row[A_NGLOBAL], NULL, 10) == NOBJPRIVS ? "ALL"
+		                                                            : row[A_GLOBAL]);
+		sep = "; ";
+	}
+	if (row[A_DB]) {
+		lr_sb_printf(&sb, "%s%s on %s.*", sep,
+		             strtoul(row[A_NDB], NULL, 10) == NOBJPRIVS ? "ALL" : row[A_DB],
+		             d->dbname);
+		sep = "; ";
+	}
+	if (row[A_TABLES])
+		lr_sb_printf(&sb, "%s%s", sep, row[A_TABLES]);
+	if (len > 3 && strcmp(row[A_GRANTEE] + len - 3, "@''") == 0)
+		lr_sb_puts(&sb, " (a role: so does every account granted it)");
+	if (more)
+		say(d, "accounts", SEV_INFO, "%s: %s", row[A_GRANTEE], lr_sb_str(&sb));
+	else
+		say(d, "accounts", SEV_INFO,
+		    "%s: %s, the grant before API 3, which reaches the internal routines too: "
+		    "give it the role %s_api instead (sql/grant.sql)",
+		    row[A_GRANTEE], lr_sb_str(&sb), d->dbname);
+	lr_sb_finish(&sb);
+}
+
+/*
+ * The accounts that hold more on this database than the SQL API's
+ * EXECUTE, except the routines' definer lockrun_owner, which must:
+ * global privileges on database objects, database privileges other than
+ * EXECUTE, privileges on its tables or their columns. Such an account
+ * can read and write lockrun's tables, and can create a temporary table
+ * named like one of them in its own session, which lockrun's routines
+ * called from that session then read and write instead of the real one:
+ * the SQL API's checks do not bind it. Also the accounts with EXECUTE on
+ * the whole database, the grant before API 3, which reaches the internal
+ * routines as well. Notes, not warnings: administrators are expected
+ * among them. Roles show under their own names (GRANTEE 'role'@''), not
+ * their members'. information_schema shows every account's grants only
+ * to an account with SELECT on the mysql database, and the account's own
+ * to any other: then it says so. Two round trips over the server's
+ * in-memory grant tables; names the first MAX_SHOWN accounts.
+ */
+static void check_accounts(struct doctor *d)
+{
+	struct lr_sb sb, in;
+	MYSQL_ROW row;
+	unsigned long total = 0, more = 0;
+
+	if (!*d->dbname)
+		return;
+	if (!lr_db_query(d->db, "SELECT COUNT(DISTINCT GRANTEE) FROM "
+	                        "information_schema.USER_PRIVILEGES") ||
+	    !(row = lr_db_fetch(d->db)) || !row[0]) {
+		say(d, "accounts", SEV_WARN, "cannot read the grants: %s", lr_db_error(d->db));
+		return;
+	}
+	if (strtoul(row[0], NULL, 10) < 2) {
+		say(d, "accounts", SEV_INFO,
+		    "this account sees only its own grants (seeing every account's needs SELECT on "
+		    "the mysql database): run doctor as an administrator to list the accounts that "
+		    "hold more than EXECUTE on this database");
+		return;
+	}
+	lr_sb_init(&sb);
+	lr_sb_init(&in);
+	for (size_t i = 0; i < NOBJPRIVS; i++)
+		lr_sb_printf(&in, "%s'%s'", i ? ", " : "", object_privs[i]);
+	/* Grantee by grantee: how many and which object privileges on *.*
+	 * (w 0), on the database or a pattern matching it (w 1), and which on
+	 * its tables (w 2, column grants marked); the window functions count
+	 * all accounts before the LIMIT. */
+	lr_sb_printf(
+	    &sb,
+	    "SELECT grantee, more, ng, g, nd, dl, tl, COUNT(*) OVER (), SUM(more) OVER () FROM ("
+	    "SELECT grantee, MAX(p <> 'EXECUTE') AS more, "
+	    "COUNT(DISTINCT IF(w = 0, p, NULL)) AS ng, "
+	    "GROUP_CONCAT(DISTINCT IF(w = 0, p, NULL) ORDER BY FIELD(p, %s) SEPARATOR ', ') AS g, "
+	    "COUNT(DISTINCT IF(w = 1, p, NULL)) AS nd, "
+	    "GROUP_CONCAT(DISTINCT IF(w = 1, p, NULL) ORDER BY FIELD(p, %s) SEPARATOR ', ') AS dl, "
+	    "GROUP_CONCAT(DISTINCT IF(w = 2, CONCAT(p, ' on ', t), NULL) ORDER BY t, FIELD(p, %s) "
+	    "SEPARATOR ', ') AS tl FROM ("
+	    "SELECT GRANTEE AS grantee, 0 AS w, PRIVILEGE_TYPE AS p, '' AS t "
+	    "FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE IN (%s) "
+	    "UNION SELECT GRANTEE, 1, PRIVILEGE_TYPE, '' FROM information_schema.SCHEMA_PRIVILEGES "
+	    "WHERE DATABASE() LIKE TABLE_SCHEMA AND PRIVILEGE_TYPE <> 'USAGE' "
+	    "UNION SELECT GRANTEE, 2, PRIVILEGE_TYPE, CONCAT(TABLE_SCHEMA, '.', TABLE_NAME) "
+	    "FROM information_schema.TABLE_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE() "
+	    "AND PRIVILEGE_TYPE <> 'USAGE' "
+	    "UNION SELECT GRANTEE, 2, PRIVILEGE_TYPE, "
+	    "CONCAT(TABLE_SCHEMA, '.', TABLE_NAME, ' (some columns)') "
+	    "FROM information_schema.COLUMN_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()) x "
+	    "WHERE grantee <> '''lockrun_owner''@''localhost''' GROUP BY grantee) a "
+	    "ORDER BY more DESC, grantee LIMIT %d",
+	    lr_sb_str(&in), lr_sb_str(&in), lr_sb_str(&in), lr_sb_str(&in), MAX_SHOWN);
+	if (!lr_db_query(d->db, lr_sb_str(&sb))) {
+		say(d, "accounts", SEV_WARN, "cannot read the grants: %s", lr_db_error(d->db));
+		goto out;
+	}
+	if ((row = lr_db_fetch(d->db))) {
+		total = strtoul(row[A_TOTAL], NULL, 10);
+		more = strtoul(row[A_TOTAL_MORE], NULL, 10);
+	}
+	if (!total)
+		say(d, "accounts", SEV_OK,
+		    "no account but the routines' definer 'lockrun_owner'@'localhost' holds more "
+		    "on "
+		    "this database than EXECUTE on its public procedures");
+	if (more)
+		say(d, "accounts", SEV_INFO,
+		    "%lu account%s besides 'lockrun_owner'@'localhost' hold%s more than EXECUTE on "
+		    "this database%s: expected of administrators; anyone else is not bound by the "
+		    "SQL API: such an account can read and write lockrun's tables, or create a "
+		    "temporary table named like one of them in its own session, which lockrun's "
+		    "routines called from that session then read and write instead",
+		    more, more == 1 ? "" : "s", more == 1 ? "s" : "",
+		    total > MAX_SHOWN ? " (the first accounts below)" : "");
+	if (total > more)
+		say(d, "accounts", SEV_INFO,
+		    "%lu account%s ha%s EXECUTE on the whole database and no more%s: that reaches "
+		    "lockrun's internal routines too, not only the SQL API; 'lockrunctl init' "
+		    "moves "
+		    "such accounts to the role %s_api unless they have another default role",
+		    total - more, total - more == 1 ? "" : "s", total - more == 1 ? "s" : "ve",
+		    total > MAX_SHOWN ? " (some of them below)" : "", d->dbname);
+	for (; row; row = lr_db_fetch(d->db))
+		say_account(d, row);
+out:
+	lr_sb_finish(&sb);
+	lr_sb_finish(&in);
+}
+
+/* The columns of check_used's answer. */
+enum { U_NAME, U_USED, U_HELD, U_TOTAL, U_LOW };
+
+/*
+ * Each resource's `used`, the permits in use that the triggers on
+ * lr_holds keep, against the sum of its hold rows. It drifts only when
+ * someone edits the tables by hand, or through a past bug. Too high, a
+ * resource looks busier than it is (a warning); too low, lockrun may
+ * grant more than its capacity (a problem). 'lockrunctl sweep' sets it
+ * right. One statement, so one consistent snapshot: a grant or release
+ * committing meanwhile is never taken for drift. Needs SELECT on the
+ * tables (says so without); reads every resource row and an index range
+ * of holds per resource; names the first MAX_SHOWN resources.
+ */
+static void check_used(struct doctor *d)
+{
+	struct lr_sb sb;
+	MYSQL_ROW row;
+	unsigned long total = 0, low = 0;
+	char why[160] = "";
+
+	if (!lr_db_queryf(
+	        d->db,
+	        "SELECT name, used, held, COUNT(*) OVER (), SUM(used < held) OVER () "
+	        "FROM (SELECT r.name, r.used, (SELECT COALESCE(SUM(h.permits), 0) "
+	        "FROM lr_holds h WHERE h.resource = r.name) AS held FROM lr_resources r) x "
+	        "WHERE used <> held ORDER BY name LIMIT %d",
+	        MAX_SHOWN)) {
+		if (lr_db_errno(d->db) == ER_TABLEACCESS_DENIED_ERROR)
+			say(d, "used", SEV_INFO,
+			    "this account may not read lockrun's tables; run doctor as an operator "
+			    "to compare each resource's used count with its hold rows");
+		else if (lr_db_errno(d->db) != ER_NO_SUCH_TABLE &&
+		         lr_db_errno(d->db) != ER_BAD_FIELD_ERROR) /* the schema finding says */
+			say(d, "used", SEV_WARN, "cannot compare the counts with the hold rows: %s",
+			    lr_db_error(d->db));
+		return;
+	}
+	lr_sb_init(&sb);
+	while ((row = lr_db_fetch(d->db))) {
+		total = strtoul(row[U_TOTAL], NULL, 10);
+		low = strtoul(row[U_LOW], NULL, 10);
+		lr_sb_printf(&sb, "%s%s (used %s, holds %s)", sb.len ? ", " : "", row[U_NAME],
+		             row[U_USED], row[U_HELD]);
+	}
+	if (!total) {
+		say(d, "used", SEV_OK, "every resource's used count matches its hold rows");
+		goto out;
+	}
+	if (low)
+		snprintf(why, sizeof(why), "%lu too low: lockrun may grant more than the capacity",
+		         low);
+	if (total > low)
+		snprintf(why + strlen(why), sizeof(why) - strlen(why),
+		         "%s%lu too high: looks busier than it is", low ? "; " : "", total - low);
+	if (total == 1)
+		say(d, "used", low ? SEV_FAIL : SEV_WARN,
+		    "1 resource's used count disagrees with its hold rows (%s); 'lockrunctl "
+		    "sweep' repairs it: %s",
+		    why, lr_sb_str(&sb));
+	else
+		say(d, "used", low ? SEV_FAIL : SEV_WARN,
+		    "%lu resources' used counts disagree with their hold rows (%s); 'lockrunctl "
+		    "sweep' repairs them: %s%s",
+		    total, why, lr_sb_str(&sb), total > MAX_SHOWN ? ", ..." : "");
+out:
+	lr_sb_finish(&sb);
 }
 
 /* Which text of sql/procedures.sql the database runs: init records its
@@ -342,11 +605,6 @@ static void check_routines(struct doctor *d)
 		say(d, "routines", SEV_OK, "the stored routines are this lockrunctl's (applied %s)",
 		    row[1] ? row[1] : "?");
 }
-
-static const char *const procedures[] = {"lockrun_acquire", "lockrun_check",   "lockrun_dequeue",
-                                         "lockrun_poll",    "lockrun_release", "lockrun_renew",
-                                         "lockrun_settle",  "lockrun_sleep"};
-#define NPROCS (sizeof(procedures) / sizeof(procedures[0]))
 
 /*
  * The schema's version (lr_schema, readable only with SELECT, which the
@@ -527,7 +785,7 @@ static void print(struct doctor *d, FILE *out, const char *who, const char *dbna
 /*
  * Runs every check, prints the findings and sets *problems to how many
  * would make lockrun fail or be unsafe. False only when the server
- * cannot even be asked. About fifteen round trips.
+ * cannot even be asked. About twenty round trips.
  */
 bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigned *problems)
 {
@@ -542,6 +800,7 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 		goto out;
 	snprintf(who, sizeof(who), "%s", row[0] ? row[0] : "?");
 	snprintf(dbname, sizeof(dbname), "%s", row[1] ? row[1] : "");
+	d.dbname = dbname;
 	if (!read_vars(&d))
 		goto out;
 	check_server(&d);
@@ -551,7 +810,9 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_time_zone(&d);
 	check_clock(&d);
 	check_privileges(&d);
+	check_accounts(&d);
 	check_schema(&d);
+	check_used(&d);
 	check_rtt(&d);
 	for (size_t i = 0; i < d.n; i++) {
 		*problems += d.f[i].sev == SEV_FAIL;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lock.h"
+#include "log.h"
 #include "strbuf.h"
 #include "txn.h"
 
@@ -25,6 +26,131 @@ static size_t id_list(lr_db *db, struct lr_sb *sb, bool quote)
 		n++;
 	}
 	return n;
+}
+
+struct recount {
+	const char *name;
+	bool repaired;
+	char was[24], now[24]; /* the count before and after, when repaired */
+};
+
+/*
+ * Sets one resource's `used` to the permits of its hold rows if the two
+ * disagree, under the resource row's lock, which every grant and release
+ * takes before it writes holds. The holds are read after that lock is
+ * held, by a consistent read (not a locking one, which would deadlock
+ * with a release): it counts every hold committed so far, and still
+ * counts one whose delete waits in its trigger for our lock, which that
+ * trigger takes off once we commit. Three statements.
+ */
+static enum lr_txn recount_txn(lr_db *db, void *arg)
+{
+	struct recount *r = arg;
+	struct lr_sb q;
+	MYSQL_ROW row;
+	enum lr_txn ret = LR_TXN_DBERROR;
+
+	r->repaired = false;
+	lr_sb_init(&q);
+	lr_db_sb_quote(db, &q, r->name);
+	if (!lr_db_queryf(db, "SELECT used FROM lr_resources WHERE name = %s FOR UPDATE",
+	                  lr_sb_str(&q)))
+		goto out;
+	if (!(row = lr_db_fetch(db)) || !row[0]) {
+		ret = LR_TXN_COMMIT; /* deleted meanwhile */
+		goto out;
+	}
+	snprintf(r->was, sizeof(r->was), "%s", row[0]);
+	if (!lr_db_queryf(db, "SELECT COALESCE(SUM(permits), 0) FROM lr_holds WHERE resource = %s",
+	                  lr_sb_str(&q)) ||
+	    !(row = lr_db_fetch(db)) || !row[0])
+		goto out;
+	snprintf(r->now, sizeof(r->now), "%s", row[0]);
+	if (strcmp(r->was, r->now) != 0) {
+		if (!lr_db_queryf(db, "UPDATE lr_resources SET used = %s WHERE name = %s", r->now,
+		                  lr_sb_str(&q)))
+			goto out;
+		r->repaired = true;
+	}
+	ret = LR_TXN_COMMIT;
+out:
+	lr_sb_finish(&q);
+	return ret;
+}
+
+/*
+ * Repairs every resource whose `used` disagrees with its hold rows. The
+ * triggers on lr_holds keep the count; it drifts only through hand edits
+ * of the tables or past bugs, and then a resource looks busy when it is
+ * not, or lets more in than its capacity. Runs first, so the deletes of
+ * expired holds that follow start from true counts. Finds them a batch
+ * of names at a time, in name order (a read of the resource rows and an
+ * index range of holds per resource), and repairs each in a transaction
+ * of its own; logs a warning naming the first few it repaired.
+ */
+static bool repair_used(lr_db *db, struct lr_sweep_counts *c, char *err, size_t errlen)
+{
+	struct lr_sb last, shown;
+	MYSQL_ROW row;
+	char **names = NULL;
+	size_t n = 0;
+	bool ok = false;
+
+	lr_sb_init(&last);
+	lr_sb_init(&shown);
+	lr_sb_puts(&last, "''");
+	do {
+		for (size_t i = 0; names && i < n; i++)
+			free(names[i]);
+		free(names);
+		names = NULL;
+		n = 0;
+		if (!lr_db_queryf(
+		        db,
+		        "SELECT r.name FROM lr_resources r WHERE r.name > %s AND r.used <> "
+		        "(SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h "
+		        "WHERE h.resource = r.name) ORDER BY r.name LIMIT %d",
+		        lr_sb_str(&last), LR_SWEEP_BATCH)) {
+			snprintf(err, errlen, "%s", lr_db_error(db));
+			goto out;
+		}
+		if (!(names = calloc(lr_db_num_rows(db) + 1, sizeof(*names))))
+			goto oom;
+		while ((row = lr_db_fetch(db)))
+			if (!(names[n++] = strdup(row[0])))
+				goto oom;
+		for (size_t i = 0; i < n; i++) {
+			struct recount r = {.name = names[i]};
+			if (lr_txn_run(db, recount_txn, &r, err, errlen) != LR_TXN_COMMIT)
+				goto out;
+			c->transactions++;
+			if (!r.repaired)
+				continue;
+			if (c->recounted++ < LR_SWEEP_SHOWN)
+				lr_sb_printf(&shown, "%s%s (%s, now %s)",
+				             c->recounted > 1 ? ", " : "", names[i], r.was, r.now);
+		}
+		if (n) {
+			lr_sb_reset(&last);
+			lr_db_sb_quote(db, &last, names[n - 1]);
+		}
+	} while (n == LR_SWEEP_BATCH);
+	if (c->recounted)
+		lr_log_warn("repaired the used count of %llu resource%s, which disagreed with the "
+		            "hold rows: %s%s",
+		            c->recounted, c->recounted == 1 ? "" : "s", lr_sb_str(&shown),
+		            c->recounted > LR_SWEEP_SHOWN ? ", ..." : "");
+	ok = true;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	for (size_t i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+	lr_sb_finish(&last);
+	lr_sb_finish(&shown);
+	return ok;
 }
 
 struct res_sweep {
@@ -275,8 +401,9 @@ static bool batches(lr_db *db, const char *select, lr_txn_fn fn, struct batch *b
 }
 
 /*
- * The whole sweep: expired holds and dead queue places (per resource),
- * open grants without holds, then the log entries older than
+ * The whole sweep: `used` counts that disagree with the hold rows,
+ * expired holds and dead queue places (per resource), open grants
+ * without holds, then the log entries older than
  * retention_s and the audit rows older than 30 days, in batches of at
  * most LR_SWEEP_BATCH rows per transaction. Every step is idempotent and
  * safe beside another sweep: a row taken by the other one is simply no
@@ -291,7 +418,7 @@ bool lr_sweep_run(lr_db *db, unsigned long long retention_s, struct lr_sweep_cou
 
 	memset(c, 0, sizeof(*c));
 	lr_sb_init(&sel);
-	if (!sweep_expired(db, c, err, errlen))
+	if (!repair_used(db, c, err, errlen) || !sweep_expired(db, c, err, errlen))
 		goto out;
 	lr_sb_printf(&sel,
 	             "SELECT g.id FROM lr_grants g WHERE g.ended_at IS NULL "
