@@ -46,6 +46,21 @@ DROP FUNCTION IF EXISTS lr_bell;
 DROP FUNCTION IF EXISTS lr_galera;
 DROP FUNCTION IF EXISTS lr_ready;
 DROP FUNCTION IF EXISTS lr_node;
+DROP FUNCTION IF EXISTS lr_ahead;
+
+-- From here until a minute after the last statement, and for as long as
+-- the triggers of lockrun 0.1 on lr_holds exist, the routines count
+-- `used` from the hold rows instead of adding and taking off permits
+-- (lr_fresh): those triggers did that too, and older routines relied on
+-- them. `lockrunctl init` drops the triggers after this file; by hand, an
+-- account with SUPER (needed on a server with binary logging) runs
+--     DROP TRIGGER lr_holds_ai; DROP TRIGGER lr_holds_ad; DROP TRIGGER lr_holds_bu;
+--     DELETE FROM lr_routines WHERE name = 'triggers';
+INSERT INTO lr_routines (name, digest, applied_at) VALUES ('procedures', REPEAT('0', 64), UTC_TIMESTAMP(6))
+  ON DUPLICATE KEY UPDATE applied_at = UTC_TIMESTAMP(6);
+INSERT IGNORE INTO lr_routines (name, digest, applied_at)
+SELECT 'triggers', REPEAT('0', 64), UTC_TIMESTAMP(6) FROM information_schema.TRIGGERS
+ WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = 'lr_holds' LIMIT 1;
 
 DELIMITER //
 
@@ -149,12 +164,88 @@ BEGIN
   END IF;
 END//
 
--- Checks a lease length.
+-- Checks a lease length: 1000 ms up to this database's max_ttl_ms
+-- (lr_settings, `lockrunctl max-ttl`), which bounds how long a fail-over
+-- holds grants back (lr_epoch). One primary-key read.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_check_ttl(IN p_ttl_ms BIGINT)
-  NO SQL SQL SECURITY DEFINER
+  READS SQL DATA SQL SECURITY DEFINER
 BEGIN
-  IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > 86400000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ttl_ms must be 1000-86400000';
+  DECLARE v_max BIGINT;
+  DECLARE v_msg VARCHAR(300);
+  SELECT value INTO v_max FROM lr_settings WHERE name = 'max_ttl_ms';
+  SET v_max = LEAST(COALESCE(v_max, 86400000), 86400000);
+  IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > v_max THEN
+    SET v_msg = CONCAT('lockrun: ttl_ms must be 1000-', v_max, ' (this database''s max_ttl_ms,',
+                       ' which `lockrunctl max-ttl` sets: a fail-over holds grants back that long)');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END IF;
+END//
+
+-- The epoch this server is in (migration 7): p_until, until when nothing
+-- may be granted or handed on (in the past once grants may go on),
+-- p_since, when the epoch began, and p_floor, the least fence a grant may
+-- take now (a grant takes GREATEST(fence, p_floor) + 1). Called at the
+-- start of every transaction that may grant.
+--
+-- The tables name the server that writes them: 'galera:' and the
+-- cluster's name on a Galera node (a synchronous cluster loses no commit,
+-- so any node of it is the same server), else 'server:' with the
+-- server_id, host name and port (a replica has another server_id; a dump
+-- loaded elsewhere, another host or port). Found on another server, this
+-- one starts a new epoch: the other may have granted or renewed leases
+-- whose writes never arrived here, none longer than max_ttl_ms, so grants
+-- wait for that plus the sweep grace, by this server's clock; and its
+-- tokens floor at this server's clock in microseconds since 1970. No
+-- token of an earlier epoch is as large: each epoch's tokens start at its
+-- floor, the clock at its start, and grow by one per grant of a resource,
+-- which takes far more than a microsecond, so they stay below the clock of
+-- the server that issues them, and so below the clock at any later
+-- epoch's start (clocks of the servers agreeing to within the time a
+-- fail-over takes). The same server (a reconnect, a restart) is no
+-- change. A backup restored onto the same server is not recognised: see
+-- doc/production.md. Cost: one primary-key read; at a change, a locking
+-- read and two writes, once.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_epoch(
+  IN p_galera TINYINT, OUT p_since DATETIME(6), OUT p_until DATETIME(6), OUT p_floor BIGINT UNSIGNED)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_me VARCHAR(255) CHARACTER SET ascii;
+  DECLARE v_server VARCHAR(255) CHARACTER SET ascii;
+  DECLARE v_epoch INT UNSIGNED;
+  DECLARE v_max BIGINT;
+  DECLARE v_now DATETIME(6);
+  IF p_galera THEN
+    SET v_me = LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255);
+  ELSE
+    SET v_me = LEFT(CONCAT('server:', @@server_id, ':', @@hostname, ':', @@port), 255);
+  END IF;
+  SELECT server, started_at, quarantine_until, fence_floor INTO v_server, p_since, p_until, p_floor
+    FROM lr_epoch WHERE id = 1;
+  IF v_server IS NULL OR v_server <> v_me THEN
+    SET v_server = NULL;
+    SELECT epoch, server, started_at, quarantine_until, fence_floor
+      INTO v_epoch, v_server, p_since, p_until, p_floor FROM lr_epoch WHERE id = 1 FOR UPDATE;
+    SET v_now = UTC_TIMESTAMP(6);
+    IF v_server = '' THEN
+      -- The first routine to run since the schema was made: this server's.
+      UPDATE lr_epoch SET server = v_me WHERE id = 1;
+      INSERT IGNORE INTO lr_epochs (epoch, server, started_at, quarantine_until, fence_floor)
+      VALUES (v_epoch, v_me, p_since, p_until, p_floor);
+    ELSEIF v_server IS NULL OR v_server <> v_me THEN
+      SELECT value INTO v_max FROM lr_settings WHERE name = 'max_ttl_ms';
+      SET v_epoch = COALESCE(v_epoch, 0) + 1, p_since = v_now,
+          p_until = v_now + INTERVAL (LEAST(COALESCE(v_max, 86400000), 86400000) + 5000) * 1000 MICROSECOND,
+          p_floor = GREATEST(COALESCE(p_floor, 0), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', v_now));
+      INSERT INTO lr_epoch (id, epoch, server, started_at, quarantine_until, fence_floor)
+      VALUES (1, v_epoch, v_me, p_since, p_until, p_floor)
+      ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), server = VALUES(server), started_at = VALUES(started_at),
+                              quarantine_until = VALUES(quarantine_until), fence_floor = VALUES(fence_floor);
+      INSERT INTO lr_epochs (epoch, server, previous, started_at, quarantine_until, fence_floor)
+      VALUES (v_epoch, v_me, v_server, p_since, p_until, p_floor)
+      ON DUPLICATE KEY UPDATE server = VALUES(server), previous = VALUES(previous),
+                              started_at = VALUES(started_at), quarantine_until = VALUES(quarantine_until),
+                              fence_floor = VALUES(fence_floor);
+    END IF;
   END IF;
 END//
 
@@ -277,7 +368,7 @@ END//
 -- Bounded sweep of one resource whose row the caller holds locked: at most
 -- 20 holds and 20 waiters that expired more than the grace ago by this
 -- server's clock, oldest first through k_expiry, their lock-log entries
--- closed (the delete trigger lowers `used`). A hold past its grace but not
+-- closed, `used` recounted. A hold past its grace but not
 -- yet swept still counts as used, so a bounded or skipped sweep can delay a
 -- grant, never cause one. When it removed holds it also recomputes `used`
 -- from the hold rows left, so a counter that drifted is mended here.
@@ -328,19 +419,46 @@ BEGIN
      AND used <> (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = p_res);
 END//
 
--- How many live places of other requests are ahead of ticket p_ticket in
--- p_res's queue, counted up to 10 (10: ten or more), so a poll reads at
--- most ten index entries however long the queue. Tickets have gaps (a
--- granted or departed request leaves one), so the ticket distance alone
--- would overstate it.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' FUNCTION lr_ahead(
-  p_res VARCHAR(80) CHARACTER SET ascii, p_ticket BIGINT UNSIGNED, p_cut DATETIME(6))
-  RETURNS INT NOT DETERMINISTIC READS SQL DATA SQL SECURITY DEFINER
+-- Whether `used` must be counted from the hold rows rather than kept by
+-- adding and taking off permits: while the triggers of lockrun 0.1 on
+-- lr_holds may still exist (lr_routines has a 'triggers' row until init
+-- dropped them), which keep it too, and for a minute after these routines
+-- were installed, while calls of the older routines, which relied on
+-- those triggers, may still run. Then every decision and every change of
+-- the holds counts the rows (lr_recount), which is right with or without
+-- the triggers. Two primary-key reads.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_fresh(OUT p_fresh TINYINT)
+  READS SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_n INT;
-  SELECT COUNT(*) INTO v_n FROM (SELECT 1 FROM lr_waiters
-    WHERE resource = p_res AND ticket < p_ticket AND expires_at > p_cut LIMIT 10) x;
-  RETURN v_n;
+  SET p_fresh = EXISTS (SELECT 1 FROM lr_routines WHERE name = 'triggers')
+             OR EXISTS (SELECT 1 FROM lr_routines WHERE name = 'procedures'
+                         AND applied_at > UTC_TIMESTAMP(6) - INTERVAL 60 SECOND);
+END//
+
+-- Deletes grant p_gid's holds and takes their permits off `used` of their
+-- resources, whose rows the caller holds locked; p_n: the holds deleted.
+-- The procedures keep `used` themselves: a trigger would need SUPER to
+-- create on a server with binary logging, which managed databases do not
+-- give. Never below zero; in lr_fresh's time, counted from the rows left.
+-- Two statements (three while fresh).
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_unhold(
+  IN p_gid BIGINT UNSIGNED, OUT p_n INT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_fresh TINYINT;
+  CALL lr_fresh(v_fresh);
+  IF NOT v_fresh THEN
+    UPDATE lr_resources r JOIN lr_holds h ON h.resource = r.name
+       SET r.used = IF(r.used >= h.permits, r.used - h.permits, 0)
+     WHERE h.grant_id = p_gid;
+  END IF;
+  DELETE FROM lr_holds WHERE grant_id = p_gid;
+  SET p_n = ROW_COUNT();
+  IF v_fresh THEN
+    UPDATE lr_resources r JOIN lr_grant_items i ON i.resource = r.name
+       SET r.used = (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = r.name)
+     WHERE i.grant_id = p_gid;
+  END IF;
 END//
 
 -- A waiter's heartbeat: its places live 10 s from now. Written only when
@@ -373,10 +491,10 @@ END//
 -- Cost: one locking read of the queue's head per resource, and a few row
 -- writes per grant.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_hand_off(
-  IN p_gid BIGINT UNSIGNED, INOUT p_wake VARCHAR(4000),
+  IN p_gid BIGINT UNSIGNED, IN p_galera TINYINT, INOUT p_wake VARCHAR(4000),
   OUT p_stuck TINYINT)
   MODIFIES SQL DATA SQL SECURITY DEFINER
-BEGIN
+proc: BEGIN
   DECLARE v_done, v_n INT DEFAULT 0;
   DECLARE v_res VARCHAR(80) CHARACTER SET ascii;
   DECLARE v_req, v_lease CHAR(32) CHARACTER SET ascii;
@@ -389,14 +507,30 @@ BEGIN
   DECLARE v_cmd VARCHAR(1024);
   DECLARE v_dbu VARCHAR(300);
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_fresh TINYINT;
+  DECLARE v_epoch_at, v_until DATETIME(6);
+  DECLARE v_floor BIGINT UNSIGNED;
   DECLARE c CURSOR FOR SELECT resource FROM lr_grant_items WHERE grant_id = p_gid ORDER BY resource;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   SET p_stuck = 0;
+  IF p_gid IS NULL THEN
+    LEAVE proc;
+  END IF;
+  -- After a fail-over nothing is handed on until the quarantine ends
+  -- (lr_epoch); the waiters acquire then.
+  CALL lr_epoch(p_galera, v_epoch_at, v_until, v_floor);
+  IF v_until > v_now THEN
+    LEAVE proc;
+  END IF;
+  CALL lr_fresh(v_fresh);
   OPEN c;
   res: LOOP
     FETCH c INTO v_res;
     IF v_done THEN LEAVE res; END IF;
     SET v_n = 0;
+    IF v_fresh THEN
+      CALL lr_recount(v_res);
+    END IF;
     head: LOOP
       SET v_req = NULL, v_lease = NULL;
       -- Locked, so the waiter's own writes (heartbeat, doorbell, leaving)
@@ -426,7 +560,9 @@ BEGIN
         SET p_stuck = 1;
         LEAVE head;
       END IF;
-      UPDATE lr_resources SET fence = fence + 1, updated_at = v_now WHERE name = v_res;
+      UPDATE lr_resources SET fence = GREATEST(fence, v_floor) + 1,
+             used = used + IF(v_fresh, 0, v_permits), updated_at = v_now
+       WHERE name = v_res;
       SELECT fence INTO v_fence FROM lr_resources WHERE name = v_res;
       INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms,
                              requested_at, acquired_at, queued_as)
@@ -434,13 +570,15 @@ BEGIN
       SET v_gid = LAST_INSERT_ID();
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       VALUES (v_gid, v_res, v_kind, v_permits, v_fence);
-      -- VALUES, not a SELECT of lr_resources: the insert trigger writes it.
       -- Until claimed, the hold lives no longer than the place it replaces
       -- would have (at most 10 s since the waiter's last call): a waiter
       -- that died holds the queue back no longer than before.
       INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
       VALUES (v_res, v_gid, v_permits, v_fence,
               LEAST(v_exp, v_now + INTERVAL v_ttl * 1000 MICROSECOND));
+      IF v_fresh THEN
+        CALL lr_recount(v_res);
+      END IF;
       DELETE FROM lr_waiters WHERE request_id = v_req;
       IF v_conn IS NOT NULL AND LENGTH(COALESCE(p_wake, '')) < 3900 THEN
         SET p_wake = CONCAT(COALESCE(p_wake, ''), v_conn, '@', v_req, ' ');
@@ -518,7 +656,7 @@ proc: BEGIN
       INTO v_found, v_live FROM lr_holds WHERE grant_id = v_gid FOR UPDATE;
     IF v_found = 0 OR v_live < v_found THEN
       COMMIT;
-      CALL lr_release(p_lease, 'lost', NULL, NULL, v_found, v_live);
+      CALL lr_release(p_lease, 'lost', NULL, NULL, v_galera, v_found, v_live);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request while it waited expired before it was claimed; queue again with a new lease id';
     END IF;
     UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) + INTERVAL p_ttl_ms * 1000 MICROSECOND
@@ -584,6 +722,9 @@ BEGIN
   DECLARE v_ahead_req CHAR(32) CHARACTER SET ascii;
   DECLARE v_holder VARCHAR(700);
   DECLARE v_host VARCHAR(255) DEFAULT LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255);
+  DECLARE v_fresh, v_held TINYINT DEFAULT 0;
+  DECLARE v_since, v_until DATETIME(6);
+  DECLARE v_floor BIGINT UNSIGNED;
   DECLARE c CURSOR FOR SELECT j.name, j.kind, j.permits
     FROM JSON_TABLE(p_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name', kind VARCHAR(10) PATH '$.kind',
                                           permits BIGINT UNSIGNED PATH '$.permits')) j
@@ -606,6 +747,9 @@ BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_now = UTC_TIMESTAMP(6);
+  CALL lr_fresh(v_fresh);
+  -- Before any resource row: the epoch's row is locked first, if at all.
+  CALL lr_epoch(p_galera, v_since, v_until, v_floor);
   -- A once item's window, by this server's clock in UTC (no time zone
   -- enters): the start of the period, counted from the epoch plus the
   -- offset, that holds now.
@@ -657,10 +801,12 @@ BEGIN
         CALL lr_sweep(v_name);
       END IF;
       -- Our row, locked: `used` is exact for every committed hold, unless
-      -- it drifted; a mutex or key (one hold row at most) and anything
-      -- about to answer busy count the hold rows to be sure.
+      -- it drifted; a mutex or key (one hold row at most), anything about
+      -- to answer busy, and everything in the minute after `lockrunctl
+      -- init` installed these routines (see lr_fresh) count the hold rows
+      -- to be sure.
       SELECT used INTO v_used FROM lr_resources WHERE name = v_name;
-      IF v_cap = 1 OR v_used + v_permits > v_cap THEN
+      IF v_cap = 1 OR v_used + v_permits > v_cap OR v_fresh THEN
         CALL lr_recount(v_name);
         SELECT used INTO v_used FROM lr_resources WHERE name = v_name;
       END IF;
@@ -728,10 +874,16 @@ BEGIN
     END IF;
   END IF;
 
+  -- After a fail-over, no grant until the quarantine ends: busy, with the
+  -- reason (and with enqueue a place, as for any busy answer).
+  IF v_outcome = 'granted' AND v_gid IS NULL AND v_until > v_now THEN
+    SET v_outcome = 'busy', v_held = 1;
+  END IF;
+
   -- 4. Act, item by item in name order, and write the answer's rows.
   --    Granted: every fence + 1 (the written row every contender
   --    conflicts on), the log entry with what it holds (kept after the
-  --    end), the holds (the trigger raises `used`); the queue left. The
+  --    end), the holds and their permits on `used`; the queue left. The
   --    request time is its oldest queue place's.
   IF v_outcome = 'granted' AND v_gid IS NULL THEN
     INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
@@ -772,6 +924,11 @@ BEGIN
                  v_state, v_msg;
     IF v_done THEN LEAVE act; END IF;
     SET v_wait_for = NULL, v_holder = NULL;
+    IF v_held THEN
+      SET v_state = 'busy', v_msg = CONCAT('database fail-over at ',
+          DATE_FORMAT(v_since, '%Y-%m-%d %H:%i:%s'), ' UTC: no new grants until ',
+          DATE_FORMAT(v_until, '%Y-%m-%d %H:%i:%s'), ' UTC');
+    END IF;
     IF v_outcome = 'invalid' AND v_state <> 'invalid' THEN
       SET v_state = NULL, v_msg = NULL;
     ELSEIF v_again THEN
@@ -779,12 +936,17 @@ BEGIN
       SELECT fence INTO v_fence FROM lr_holds WHERE grant_id = v_gid AND resource = v_name;
       SET v_state = 'ok', v_msg = NULL, v_done = 0;
     ELSEIF v_outcome = 'granted' THEN
-      UPDATE lr_resources SET fence = fence + 1, updated_at = v_now WHERE name = v_name;
-      SET v_fence = v_fence + 1, v_used = v_used + v_permits, v_mine = NULL;
+      UPDATE lr_resources SET fence = GREATEST(fence, v_floor) + 1,
+             used = used + IF(v_fresh, 0, v_permits), updated_at = v_now
+       WHERE name = v_name;
+      SET v_fence = GREATEST(v_fence, v_floor) + 1, v_used = v_used + v_permits, v_mine = NULL;
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       VALUES (v_gid, v_name, v_kind, v_permits, v_fence);
       INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
       VALUES (v_name, v_gid, v_permits, v_fence, v_now + INTERVAL p_ttl_ms * 1000 MICROSECOND);
+      IF v_fresh THEN
+        CALL lr_recount(v_name);
+      END IF;
     ELSEIF v_outcome = 'queued' THEN
       -- A request of one item (not a once item: its outcome is decided
       -- by its key's run) leaves what a release needs to grant it
@@ -881,6 +1043,12 @@ BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_cut DATETIME(6);
   DECLARE v_places INT;
+  DECLARE v_done INT DEFAULT 0;
+  DECLARE v_res VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_ticket BIGINT UNSIGNED;
+  DECLARE v_ahead TEXT DEFAULT '[]';
+  DECLARE c CURSOR FOR SELECT resource, ticket FROM lr_waiters WHERE request_id = p_request;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -896,14 +1064,32 @@ BEGIN
   CALL lr_heartbeat(p_request);
   COMMIT;
   CALL lr_wait_lock(p_request, v_places > 0, v_galera);
+  -- How many live places of other requests are ahead of each of ours,
+  -- counted up to 10 (10: ten or more), so a poll reads at most ten index
+  -- entries per place however long the queue. Tickets have gaps (a
+  -- granted or departed request leaves one), so the ticket distance alone
+  -- would overstate it.
+  OPEN c;
+  l: LOOP
+    FETCH c INTO v_res, v_ticket;
+    IF v_done THEN LEAVE l; END IF;
+    SET v_ahead = JSON_ARRAY_APPEND(v_ahead, '$', JSON_OBJECT('resource', v_res, 'n',
+        (SELECT COUNT(*) FROM (SELECT 1 FROM lr_waiters WHERE resource = v_res
+            AND ticket < v_ticket AND expires_at > v_cut LIMIT 10) x)));
+  END LOOP;
+  CLOSE c;
   SELECT w.resource, r.capacity, r.used, w.permits,
-         (r.used - (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
-                     WHERE h.resource = w.resource AND h.expires_at <= v_cut)
+         -- Counted from the live hold rows, not `used`: a count that
+         -- drifted high (an operator's DELETE) must not keep a waiter
+         -- from ever trying; the acquire then recounts it.
+         ((SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
+            WHERE h.resource = w.resource AND h.expires_at > v_cut)
           + w.permits <= r.capacity) AS fits,
          NOT EXISTS (SELECT 1 FROM lr_waiters a WHERE a.resource = w.resource
                       AND a.ticket < w.ticket AND a.expires_at > v_cut) AS at_head,
          w.ticket - (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = w.resource) AS ahead_max,
-         lr_ahead(w.resource, w.ticket, v_cut) AS ahead,
+         (SELECT j.n FROM JSON_TABLE(v_ahead, '$[*]' COLUMNS(resource VARCHAR(80) PATH '$.resource',
+                                 n INT PATH '$.n')) j WHERE j.resource = w.resource) AS ahead,
          -- lr_lock_name's 'wait' name, spelled out: a SELECT calls no procedure.
          (SELECT CONCAT('lockrun.wait.', LEFT(SHA2(CONCAT('wait:', a.request_id), 256), 32))
             FROM lr_waiters a
@@ -931,6 +1117,7 @@ BEGIN
   DECLARE v_cut DATETIME(6);
   DECLARE v_places INT;
   DECLARE v_ready TINYINT;
+  DECLARE v_held_ms BIGINT;
   DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_galera TINYINT;
   DECLARE v_bell VARCHAR(64) CHARACTER SET ascii;
@@ -962,25 +1149,30 @@ BEGIN
   COMMIT;
   -- Counted after the registration: a release that granted us (and so
   -- took our places) while we registered is seen here. Ready: every place
-  -- is first among the live places of its queue and fits (holds past the
+  -- is first among the live places of its queue and fits (the live hold
+  -- rows counted, not `used`, which may have drifted high; holds past the
   -- grace count as free: the acquire sweeps them), or a count no longer
-  -- fits the capacity at all (the acquire then answers 'invalid' at once).
+  -- fits the capacity at all (the acquire then answers 'invalid' at once);
+  -- never while a fail-over's quarantine lasts (lr_epoch): nothing is
+  -- granted then, and the sleep ends with it at the latest.
   SET v_cut = UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND;
   SELECT COUNT(*) INTO v_places FROM lr_waiters WHERE request_id = p_request;
-  SET v_ready = v_places = 0 OR NOT EXISTS (
+  SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), quarantine_until) DIV 1000, 0)
+    INTO v_held_ms FROM lr_epoch WHERE id = 1;
+  SET v_ready = v_places = 0 OR COALESCE(v_held_ms, 0) = 0 AND NOT EXISTS (
       SELECT 1 FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource
        WHERE w.request_id = p_request AND w.permits <= r.capacity
          AND (EXISTS (SELECT 1 FROM lr_waiters a WHERE a.resource = w.resource
                        AND a.ticket < w.ticket AND a.expires_at > v_cut)
-              OR r.used - (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
-                            WHERE h.resource = w.resource AND h.expires_at <= v_cut)
+              OR (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
+                   WHERE h.resource = w.resource AND h.expires_at > v_cut)
                  + w.permits > r.capacity));
   COMMIT;
   CALL lr_leave(v_sw, v_lwt);
   IF v_ready THEN
     SELECT 1 AS woken, v_places AS places, 3 AS api;
   ELSE
-    SELECT SLEEP(LEAST(p_ms, 60000) / 1000) AS woken, v_places AS places, 3 AS api;
+    SELECT SLEEP(IF(v_held_ms > 0, LEAST(p_ms, 60000, v_held_ms), LEAST(p_ms, 60000)) / 1000) AS woken, v_places AS places, 3 AS api;
   END IF;
 END//
 
@@ -1015,7 +1207,7 @@ BEGIN
    WHERE queued_as = p_request AND ended_at IS NULL AND claimed_at IS NULL LIMIT 1;
   COMMIT;
   IF v_lease IS NOT NULL THEN
-    CALL lr_release(v_lease, 'aborted', NULL, NULL, v_returned, v_woken);
+    CALL lr_release(v_lease, 'aborted', NULL, NULL, v_galera, v_returned, v_woken);
     SET v_returned = 1;
   END IF;
   CALL lr_leave(v_sw, v_lwt);
@@ -1069,8 +1261,8 @@ END//
 
 -- lr_release: the release itself, for lockrun_release and lockrun_dequeue.
 -- Gives the lease's holds back and closes its lock-log entry, in one
--- transaction that locks the resource rows in name order first (the delete
--- trigger writes them); in the same transaction hands the freed room to
+-- transaction that locks the resource rows in name order first (their
+-- `used` goes down); in the same transaction hands the freed room to
 -- the waiters at the head of those queues (lr_hand_off). After the COMMIT
 -- it rings the doorbells on this server (lockrun_sleep): of each request
 -- it granted, and of the head waiter of each freed resource. KILL QUERY is
@@ -1078,7 +1270,8 @@ END//
 -- Idempotent: after any error, run it again.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_release(
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_reason VARCHAR(12),
-  IN p_exit_status INT, IN p_term_signal INT, OUT p_released INT, OUT p_woken INT)
+  IN p_exit_status INT, IN p_term_signal INT, IN p_galera TINYINT,
+  OUT p_released INT, OUT p_woken INT)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 proc: BEGIN
   DECLARE v_done INT DEFAULT 0;
@@ -1103,7 +1296,7 @@ proc: BEGIN
   -- cache (lockrun_release with no lease); lr_hand_off does nothing for
   -- no grant.
   IF p_lease IS NULL THEN
-    CALL lr_hand_off(NULL, v_wake, v_stuck);
+    CALL lr_hand_off(NULL, p_galera, v_wake, v_stuck);
     LEAVE proc;
   END IF;
   -- Under autocommit = 0 the reads before this began a transaction, and
@@ -1123,8 +1316,7 @@ proc: BEGIN
   END LOOP;
   CLOSE c;
   SET v_done = 0;
-  DELETE FROM lr_holds WHERE grant_id = v_gid;
-  SET p_released = ROW_COUNT();
+  CALL lr_unhold(v_gid, p_released);
   UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = p_reason,
          exit_status = p_exit_status, term_signal = p_term_signal
    WHERE id = v_gid AND ended_at IS NULL;
@@ -1155,7 +1347,7 @@ proc: BEGIN
   -- rows, which we hold locked) there is nothing to hand on.
   IF p_released > 0 AND EXISTS (SELECT 1 FROM lr_grant_items i JOIN lr_waiters w ON w.resource = i.resource
                                  WHERE i.grant_id = v_gid) THEN
-    CALL lr_hand_off(v_gid, v_wake, v_stuck);
+    CALL lr_hand_off(v_gid, p_galera, v_wake, v_stuck);
   END IF;
   COMMIT;
   -- The wake-ups, best effort: a sleeper that is gone (1094) or not ours
@@ -1234,7 +1426,7 @@ BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: exit_status must be 0-255 and term_signal 0-127, or NULL';
     END IF;
   END IF;
-  CALL lr_release(p_lease, p_reason, p_exit_status, p_term_signal, v_released, v_woken);
+  CALL lr_release(p_lease, p_reason, p_exit_status, p_term_signal, v_galera, v_released, v_woken);
   CALL lr_leave(v_sw, v_lwt);
   SELECT v_released AS released, v_woken AS woken, 3 AS api;
 END//
@@ -1319,7 +1511,7 @@ BEGIN
   ELSE
     UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = 'expired'
      WHERE request_id = p_lease AND ended_at IS NULL;
-    DELETE FROM lr_holds WHERE grant_id = v_gid;
+    CALL lr_unhold(v_gid, v_n);
     INSERT IGNORE INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms,
                                   acquired_at, ended_at, end_reason)
     VALUES (p_lease, '', 0, '', USER(), '(settled: never granted)', 0,
@@ -1416,6 +1608,7 @@ BEGIN
   DECLARE v_db VARCHAR(200) DEFAULT CONCAT('`', REPLACE(DATABASE(), '`', '``'), '`');
   DECLARE v_grantee VARCHAR(400);
   DECLARE v_other VARCHAR(200);
+  DECLARE v_notes TEXT DEFAULT '[]';
   DECLARE v_done INT DEFAULT 0;
   DECLARE c CURSOR FOR
     SELECT p.GRANTEE FROM information_schema.SCHEMA_PRIVILEGES p
@@ -1444,15 +1637,37 @@ BEGIN
       EXECUTE IMMEDIATE CONCAT('GRANT ', v_role, ' TO ', v_grantee);
       EXECUTE IMMEDIATE CONCAT('SET DEFAULT ROLE ', v_role, ' FOR ', v_grantee);
       EXECUTE IMMEDIATE CONCAT('REVOKE EXECUTE ON ', v_db, '.* FROM ', v_grantee);
+      SET v_notes = JSON_ARRAY_APPEND(v_notes, '$', CONCAT('moved ', v_grantee, ' from EXECUTE on ',
+          v_db, '.* to the role ', v_role, '; a session of it that calls the procedures without ',
+          v_db, ' as its default database must reconnect'));
     ELSE
-      SELECT CONCAT('lockrun: ', v_grantee, ' keeps EXECUTE on the whole database: its default role is ',
-                    v_other, '; grant it ', v_role, ' and revoke that') AS warning;
+      SET v_notes = JSON_ARRAY_APPEND(v_notes, '$', CONCAT(v_grantee, ' keeps EXECUTE on ', v_db,
+          '.*, which reaches the internal routines: its default role is ', v_other,
+          '; grant ', v_role, ' to that role and revoke EXECUTE on ', v_db, '.*'));
     END IF;
   END LOOP;
   CLOSE c;
+  -- What init tells the administrator (the column `note`).
+  SELECT j.note FROM JSON_TABLE(v_notes, '$[*]' COLUMNS(note VARCHAR(1000) PATH '$')) j;
 END//
 
 DELIMITER ;
 
 CALL lr_setup_access();
 DROP PROCEDURE lr_setup_access;
+
+-- The server that installs the routines writes the tables: recorded now,
+-- so that replicas have it before the first grant (lr_epoch). Were it left
+-- to the first grant, a replica that missed that grant would take the
+-- tables over as if newly installed, without a quarantine. Run in this
+-- administrator's session, with its own variables.
+CALL lr_enter(@lr_sw, @lr_lwt, @lr_galera);
+CALL lr_epoch(@lr_galera, @lr_since, @lr_until, @lr_floor);
+CALL lr_leave(@lr_sw, @lr_lwt);
+
+-- No triggers: creating one needs SUPER on a server with binary logging
+-- (managed databases give none), and rows applied by Galera do not fire
+-- them. The routines above keep `used`; every count is made exact once.
+UPDATE lr_resources r
+   SET r.used = (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = r.name)
+ WHERE r.used <> (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = r.name);

@@ -10,6 +10,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "log.h"
 #include "lr_build.h"
 #include "schema.h"
+#include "settings.h"
 #include "status.h"
 #include "sweep.h"
 #include "text.h"
@@ -68,6 +70,8 @@ static void usage(FILE *out)
 	      "Commands:\n"
 	      "  init                  create or upgrade the schema (needs DDL privileges)\n"
 	      "  set NAME CAPACITY     create semaphore NAME or change its capacity (0-1000000)\n"
+	      "  max-ttl [DURATION]    show or set the longest lease (default 5m); a fail-over\n"
+	      "                        to another server holds new grants back that long\n"
 	      "  status [NAME] [--format=text|json|prometheus]\n"
 	      "                        resources, holders (lease left, held for, token) and\n"
 	      "                        waiters (queue position, waited for)\n"
@@ -289,6 +293,48 @@ out:
 	free(host);
 	free(user);
 	return rc;
+}
+
+/*
+ * max-ttl [DURATION]: shows, or sets, the longest lease this database
+ * grants (lr_settings.max_ttl_ms): also how long a fail-over to another
+ * server holds new grants back. Refuses to go below a live grant's lease.
+ * One or two round trips.
+ */
+static int cmd_max_ttl(struct ctl *c, int argc, char **argv)
+{
+	char err[512], d1[32], d2[32];
+	uint64_t old = 0, ms = 0;
+	double s = 0;
+	enum lr_settings_result r;
+
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	if (argc > 1) {
+		lr_duration_parse(argv[1], 86400, &s); /* checked before connecting */
+		ms = (uint64_t)(s * 1000 + 0.5);
+		r = lr_settings_set_max_ttl(c->db, ms, &old, err, sizeof(err));
+	} else {
+		r = lr_settings_max_ttl(c->db, &ms, err, sizeof(err));
+		old = ms;
+	}
+	if (r != LR_SETTINGS_OK) {
+		lr_log_error("%s", err);
+		return r == LR_SETTINGS_REFUSED ? LR_EXIT_USAGE : LR_EXIT_UNAVAILABLE;
+	}
+	lr_duration_format((double)ms / 1000, d1, sizeof(d1));
+	lr_duration_format((double)old / 1000, d2, sizeof(d2));
+	if (c->json)
+		printf("{\"max_ttl_ms\":%" PRIu64 ",\"was_ms\":%" PRIu64 "}\n", ms, old);
+	else if (c->verbosity >= 0 && old != ms)
+		printf("max-ttl %s (was %s): leases up to %s; a fail-over holds new grants back "
+		       "that long, plus 5 s\n",
+		       d1, d2, d1);
+	else if (c->verbosity >= 0)
+		printf("max-ttl %s: leases up to %s; a fail-over holds new grants back that long, "
+		       "plus 5 s\n",
+		       d1, d1);
+	return LR_EXIT_OK;
 }
 
 static int cmd_status(struct ctl *c, int argc, char **argv)
@@ -535,6 +581,7 @@ static const struct command {
 } commands[] = {
     {"init", 0, 0, 0, cmd_init},
     {"set", 2, 2, 0, cmd_set},
+    {"max-ttl", 0, 1, O_JSON, cmd_max_ttl},
     {"status", 0, 1, O_JSON | O_FORMAT, cmd_status},
     {"list", 0, 0, O_JSON | O_NAMES, cmd_list},
     {"delete", 1, 1, 0, cmd_delete},
@@ -601,6 +648,14 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 		if (!parse_capacity(argv[2], &cap)) {
 			lr_log_error("invalid capacity '%s': use a whole number 0-1000000",
 			             argv[2]);
+			return NULL;
+		}
+	} else if (strcmp(cmd->name, "max-ttl") == 0 && argc > 1) {
+		double s;
+		if (!lr_duration_parse(argv[1], 86400, &s) || s < 1) {
+			lr_log_error(
+			    "invalid max-ttl '%s': use a duration of 1s to 1d, e.g. 90, 5m or 2h",
+			    argv[1]);
 			return NULL;
 		}
 	} else if ((strcmp(cmd->name, "status") == 0 || strcmp(cmd->name, "delete") == 0 ||

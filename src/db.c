@@ -16,10 +16,10 @@
 #include "log.h"
 #include "strbuf.h"
 
-/* The oldest server the schema installs on: MariaDB 10.4 (ACCOUNT LOCK for
- * the routines' definer). MySQL is refused: the migrations and routines use
+/* The oldest server the schema installs on: MariaDB 10.6 (JSON_TABLE, which
+ * the routines keep a request's items in). MySQL is refused: the migrations and routines use
  * MariaDB's DDL, so a MySQL server could never hold lockrun's locks. */
-#define MIN_MARIADB 100400UL
+#define MIN_MARIADB 100600UL
 
 struct lr_db {
 	uv_loop_t *loop;
@@ -440,7 +440,7 @@ static bool check_version(lr_db *db)
 	if (maria && v >= MIN_MARIADB)
 		return true;
 	set_error(db, LR_DB_ETOOOLD,
-	          "%s: server version %s is not supported; lockrun needs MariaDB 10.4 or newer",
+	          "%s: server version %s is not supported; lockrun needs MariaDB 10.6 or newer",
 	          db->server, info ? info : "unknown");
 	return false;
 }
@@ -754,9 +754,13 @@ bool lr_db_query(lr_db *db, const char *sql)
 fail:
 	free_result(db);
 	take_error(db, "query", timeout_ms);
-	/* A node that is not ready (Galera, 1047) is passed over by the next
-	 * connect: another host may serve. */
-	if (db->err == ER_UNKNOWN_COM_ERROR && db->p->nhosts > 1)
+	/* A node that is not ready (Galera, 1047), or a read-only server (a
+	 * replica, or an old primary the fail-over fenced: 1290, before
+	 * anything was written), is passed over by the next connect: another
+	 * host may serve. */
+	if (db->err == ER_OPTION_PREVENTS_STATEMENT && db->p->nhosts > 1)
+		db->err = LR_DB_EREADONLY;
+	if ((db->err == ER_UNKNOWN_COM_ERROR || db->err == LR_DB_EREADONLY) && db->p->nhosts > 1)
 		db->first_host = (db->cur_host + 1) % db->p->nhosts;
 	if (lr_db_error_is_connection(db->err)) {
 		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
@@ -928,5 +932,5 @@ bool lr_db_error_is_connection(unsigned err)
 	 * as useless as a dead one until it is, so try another. */
 	return (err >= CR_MIN_ERROR && err <= CR_MAX_ERROR) || err == LR_DB_ETIMEDOUT ||
 	       err == ER_UNKNOWN_COM_ERROR || err == LR_DB_ECANCELED || err == LR_DB_ENOTCONN ||
-	       err == ER_SERVER_SHUTDOWN || err == ER_CONNECTION_KILLED;
+	       err == LR_DB_EREADONLY || err == ER_SERVER_SHUTDOWN || err == ER_CONNECTION_KILLED;
 }

@@ -42,8 +42,9 @@ struct lr_db_params {
 enum {
 	LR_DB_ETIMEDOUT = 9001, /* the operation's deadline passed */
 	LR_DB_ECANCELED = 9002, /* the cancel flag was raised */
-	LR_DB_ETOOOLD = 9003,   /* not MariaDB 10.4 or newer */
+	LR_DB_ETOOOLD = 9003,   /* not MariaDB 10.6 or newer */
 	LR_DB_ENOTCONN = 9004,  /* no connection */
+	LR_DB_EREADONLY = 9005, /* a read-only server (1290) while other hosts are listed */
 };
 
 typedef struct lr_db lr_db;

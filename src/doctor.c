@@ -8,6 +8,7 @@
 
 #include <mysqld_error.h>
 
+#include "duration.h"
 #include "report.h"
 #include "schema.h"
 #include "strbuf.h"
@@ -90,7 +91,7 @@ static bool read_vars(struct doctor *d)
 	return true;
 }
 
-/* Flavour and version: the schema needs MariaDB 10.4 or later. */
+/* Flavour and version: the schema needs MariaDB 10.6 or later (JSON_TABLE). */
 static void check_server(struct doctor *d)
 {
 	const char *v = d->var[V_VERSION] ? d->var[V_VERSION] : "?";
@@ -100,10 +101,10 @@ static void check_server(struct doctor *d)
 	d->mariadb = strstr(v, "MariaDB") != NULL;
 	if (!d->mariadb)
 		say(d, "server", SEV_FAIL,
-		    "%s (%s) is not MariaDB: lockrun's schema needs MariaDB 10.4 or later", v,
+		    "%s (%s) is not MariaDB: lockrun's schema needs MariaDB 10.6 or later", v,
 		    d->var[V_COMMENT] ? d->var[V_COMMENT] : "?");
-	else if (major < 10 || (major == 10 && minor < 4))
-		say(d, "server", SEV_FAIL, "MariaDB %s is too old: lockrun needs 10.4 or later", v);
+	else if (major < 10 || (major == 10 && minor < 6))
+		say(d, "server", SEV_FAIL, "MariaDB %s is too old: lockrun needs 10.6 or later", v);
 	else
 		say(d, "server", SEV_OK, "MariaDB %s (%s)", v,
 		    d->var[V_COMMENT] ? d->var[V_COMMENT] : "?");
@@ -145,6 +146,83 @@ static void check_galera(struct doctor *d)
 		    "Galera node (state %s, cluster size %s): locks are safe across the "
 		    "cluster; --named locks are node-local, so lockrun refuses them here",
 		    state, size);
+}
+
+/*
+ * Where this server stands in a replication topology, and what lockrun
+ * guarantees there (doc/production.md): a Galera node loses no commit; a
+ * primary's replica, promoted after a crash, may lack its last commits, so
+ * lockrun quarantines after a fail-over (max-ttl plus 5 s); a replica is
+ * read-only. Also binary logging and log_bin_trust_function_creators, which
+ * no longer matter to init (no trigger, no function). Three queries; a
+ * part the account may not see (SHOW SLAVE STATUS needs REPLICATION CLIENT
+ * or more) is said to be unknown.
+ */
+static void check_topology(struct doctor *d)
+{
+	MYSQL_ROW row;
+	char binlog[8] = "?", trust[8] = "?", gtid_strict[8] = "?", master_of[300] = "";
+	char semi[8] = "OFF", semi_clients[16] = "0", slaves[16] = "?", max_ttl[32] = "?";
+	bool slave_known = false;
+
+	if (on(d->var[V_WSREP])) {
+		say(d, "topology", SEV_OK,
+		    "Galera cluster: synchronous, it loses no commit; a change of node is no "
+		    "fail-over and costs nothing");
+		return;
+	}
+	if (lr_db_query(d->db, "SELECT @@log_bin, @@log_bin_trust_function_creators, "
+	                       "@@gtid_strict_mode") &&
+	    (row = lr_db_fetch(d->db))) {
+		snprintf(binlog, sizeof(binlog), "%s", on(row[0]) ? "on" : "off");
+		snprintf(trust, sizeof(trust), "%s", row[1] ? row[1] : "?");
+		snprintf(gtid_strict, sizeof(gtid_strict), "%s", on(row[2]) ? "on" : "off");
+	}
+	if (lr_db_query(d->db, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Slaves_connected', "
+	                       "'Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients')"))
+		while ((row = lr_db_fetch(d->db))) {
+			if (!row[1])
+				continue;
+			if (strcmp(row[0], "Slaves_connected") == 0)
+				snprintf(slaves, sizeof(slaves), "%s", row[1]);
+			else if (strcmp(row[0], "Rpl_semi_sync_master_status") == 0)
+				snprintf(semi, sizeof(semi), "%s", row[1]);
+			else if (strcmp(row[0], "Rpl_semi_sync_master_clients") == 0)
+				snprintf(semi_clients, sizeof(semi_clients), "%s", row[1]);
+		}
+	if (lr_db_query(d->db, "SHOW SLAVE STATUS")) {
+		int host = lr_db_column(d->db, "Master_Host"),
+		    port = lr_db_column(d->db, "Master_Port");
+		slave_known = true;
+		if ((row = lr_db_fetch(d->db)) && host >= 0 && row[host])
+			snprintf(master_of, sizeof(master_of), "%s:%s", row[host],
+			         port >= 0 && row[port] ? row[port] : "?");
+	}
+	if (lr_db_query(d->db, "SELECT value / 1000 FROM lr_settings WHERE name = 'max_ttl_ms'") &&
+	    (row = lr_db_fetch(d->db)) && row[0])
+		lr_duration_format(strtod(row[0], NULL), max_ttl, sizeof(max_ttl));
+	say(d, "topology", SEV_INFO,
+	    "binary log %s, gtid_strict_mode %s, log_bin_trust_function_creators %s: init "
+	    "needs none of them (it creates no trigger and no function)",
+	    binlog, gtid_strict, trust);
+	if (*master_of)
+		say(d, "topology", SEV_INFO,
+		    "a replica of %s: lockrun cannot lock here until it is promoted; then it "
+		    "holds new grants back for max-ttl (%s) plus 5 s, as it may lack the old "
+		    "primary's last commits",
+		    master_of, max_ttl);
+	else if (strcmp(slaves, "0") != 0 && strcmp(slaves, "?") != 0)
+		say(d, "topology", SEV_INFO,
+		    "a primary with %s replica(s) attached, semi-sync %s (%s client(s)): if one is "
+		    "promoted after this server fails, it holds new grants back for max-ttl (%s) "
+		    "plus 5 s and its tokens start above this server's; the fail-over must fence "
+		    "this server (read-only or down), or both would grant",
+		    slaves, semi, semi_clients, max_ttl);
+	else
+		say(d, "topology", SEV_INFO,
+		    "no replica attached%s: a dump of it loaded on another server holds new "
+		    "grants back there for max-ttl (%s) plus 5 s",
+		    slave_known ? "" : " (replica status not visible to this account)", max_ttl);
 }
 
 /* A read-only server (a replica) refuses the procedures' writes. */
@@ -257,8 +335,8 @@ static const struct {
 #define NPRIVS  (sizeof(privs) / sizeof(privs[0]))
 #define P_ADMIN (P_SELECT | P_INSERT | P_UPDATE | P_DELETE)
 #define P_INIT                                                                                     \
-	(P_CREATE | P_ALTER | P_INDEX | P_CREATE_ROUTINE | P_ALTER_ROUTINE | P_TRIGGER |           \
-	 P_CREATE_USER | P_GRANT | P_SET_USER)
+	(P_CREATE | P_ALTER | P_INDEX | P_CREATE_ROUTINE | P_ALTER_ROUTINE | P_CREATE_USER |       \
+	 P_GRANT)
 
 static const char *const procedures[] = {"lockrun_acquire", "lockrun_check",   "lockrun_dequeue",
                                          "lockrun_poll",    "lockrun_release", "lockrun_renew",
@@ -307,10 +385,14 @@ static const char *missing(unsigned have, unsigned want, char *buf, size_t len)
  * on single tables and through roles are not counted, except EXECUTE on
  * the public procedures, which is what sql/grant.sql's role gives),
  * against what each use needs: lockrun EXECUTE; lockrunctl's admin
- * commands SELECT, INSERT, UPDATE, DELETE; init the DDL, CREATE USER,
- * GRANT OPTION and SET USER (SUPER before MariaDB 10.5). Only a missing
- * EXECUTE is a problem: that is what lockrun itself runs with. One round
- * trip, two when EXECUTE is not a database grant.
+ * commands SELECT, INSERT, UPDATE, DELETE; init the DDL, CREATE ROUTINE,
+ * CREATE USER and GRANT OPTION (it creates no trigger and no function, so
+ * binary logging does not matter), and with SET USER (SUPER before
+ * MariaDB 10.5) it names 'lockrun_owner'@'localhost' as the routines'
+ * definer, else this account: said before init, so a managed database's
+ * master account knows it will work. Only a missing EXECUTE is a problem:
+ * that is what lockrun itself runs with. One round trip, two when EXECUTE
+ * is not a database grant.
  */
 static void check_privileges(struct doctor *d)
 {
@@ -348,11 +430,14 @@ static void check_privileges(struct doctor *d)
 	missing(have, P_INIT, m3, sizeof(m3));
 	say(d, "privileges", (have & P_EXECUTE) ? SEV_OK : SEV_FAIL,
 	    "lockrun (EXECUTE): %s; lockrunctl admin commands (SELECT, INSERT, UPDATE, DELETE): "
-	    "%s%s; lockrunctl init (DDL, CREATE USER, GRANT OPTION, SET USER): %s%s",
+	    "%s%s; lockrunctl init (DDL, CREATE ROUTINE, CREATE USER, GRANT OPTION): %s%s%s",
 	    *m1          ? "missing, lockrun cannot lock with this account"
 	    : by_routine ? "yes, on the public procedures (a role or routine grants)"
 	                 : "yes",
-	    *m2 ? "missing " : "yes", m2, *m3 ? "missing " : "yes", m3);
+	    *m2 ? "missing " : "yes", m2, *m3 ? "missing " : "yes", m3,
+	    *m3                   ? ""
+	    : (have & P_SET_USER) ? ", with 'lockrun_owner'@'localhost' as the routines' definer"
+	                          : ", with this account as the routines' definer (no SET USER)");
 	if ((have & P_ADMIN) && (have & P_EXECUTE))
 		say(d, "privileges", SEV_INFO,
 		    "this account can also write lockrun's tables directly; lockrun itself needs "
@@ -806,6 +891,7 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_server(&d);
 	check_galera(&d);
 	check_read_only(&d);
+	check_topology(&d);
 	check_wait_timeout(&d);
 	check_time_zone(&d);
 	check_clock(&d);

@@ -99,10 +99,11 @@ static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
 		lk->lease_spent = true;
 		return LR_CALL_RETRY;
 	}
-	/* 1047: the node refused it; ENOTCONN: it was never sent. */
-	if (acquire &&
-	    ((lr_db_error_is_connection(e) && e != ER_UNKNOWN_COM_ERROR && e != LR_DB_ENOTCONN) ||
-	     e == ER_QUERY_INTERRUPTED))
+	/* 1047 or a read-only server: the node refused it; ENOTCONN: it was
+	 * never sent. */
+	if (acquire && ((lr_db_error_is_connection(e) && e != ER_UNKNOWN_COM_ERROR &&
+	                 e != LR_DB_ENOTCONN && e != LR_DB_EREADONLY) ||
+	                e == ER_QUERY_INTERRUPTED))
 		return LR_CALL_UNKNOWN;
 	if (lr_db_error_is_retryable(e) || lr_db_error_is_busy(e))
 		return LR_CALL_RETRY;

@@ -80,6 +80,37 @@ static bool delimiter_line(const char *t, size_t n, char *delim)
 	return true;
 }
 
+#define OWNER "DEFINER = 'lockrun_owner'@'localhost'"
+
+/* Sends one statement of a script; with own_definer, every routine it
+ * defines as 'lockrun_owner'@'localhost' is defined by the connected
+ * account instead (may_name_owner). */
+static bool send_stmt(lr_db *db, struct lr_sb *stmt, bool own_definer, char *err, size_t errlen)
+{
+	struct lr_sb swapped;
+	const char *s = lr_sb_str(stmt), *hit;
+	bool ok;
+
+	lr_sb_init(&swapped);
+	while (own_definer && (hit = strstr(s, OWNER))) {
+		lr_sb_add(&swapped, s, (size_t)(hit - s));
+		lr_sb_puts(&swapped, "DEFINER = CURRENT_USER");
+		s = hit + strlen(OWNER);
+	}
+	lr_sb_puts(&swapped, s);
+	ok = !swapped.oom && lr_db_query(db, lr_sb_str(&swapped));
+	if (!ok)
+		snprintf(err, errlen, "%s", swapped.oom ? "out of memory" : lr_db_error(db));
+	/* A statement may answer with notes for the administrator (the
+	 * access step moves accounts to the role). */
+	int col = ok ? lr_db_column(db, "note") : -1;
+	for (MYSQL_ROW row; col >= 0 && (row = lr_db_fetch(db));)
+		if (row[col])
+			lr_log_warn("%s", row[col]);
+	lr_sb_finish(&swapped);
+	return ok;
+}
+
 /*
  * Runs a migration file statement by statement, the way the mariadb
  * client would, so one file serves `lockrunctl init` and a DBA alike: a
@@ -87,7 +118,7 @@ static bool delimiter_line(const char *t, size_t n, char *delim)
  * changed it, as routine bodies need) at the end of a line, and '--'
  * lines are comments. One round trip per statement.
  */
-static bool run_script(lr_db *db, const char *sql, char *err, size_t errlen)
+static bool run_script(lr_db *db, const char *sql, bool own_definer, char *err, size_t errlen)
 {
 	struct lr_sb stmt;
 	const char *p = sql;
@@ -109,10 +140,7 @@ static bool run_script(lr_db *db, const char *sql, char *err, size_t errlen)
 				n--;
 			if (n >= dl && memcmp(p + n - dl, delim, dl) == 0) {
 				lr_sb_add(&stmt, p, n - dl);
-				if (!lr_db_query(db, lr_sb_str(&stmt))) {
-					snprintf(err, errlen, "%s", lr_db_error(db));
-					ok = false;
-				}
+				ok = send_stmt(db, &stmt, own_definer, err, errlen);
 				lr_sb_reset(&stmt);
 			} else {
 				lr_sb_add(&stmt, p, n);
@@ -132,7 +160,7 @@ static bool run_script(lr_db *db, const char *sql, char *err, size_t errlen)
  * over a newer schema: its routines may be newer than ours. Two queries
  * when nothing changed; one per statement of the file otherwise.
  */
-static bool apply_routines(lr_db *db, bool *applied, char *err, size_t errlen)
+static bool apply_routines(lr_db *db, bool own_definer, bool *applied, char *err, size_t errlen)
 {
 	char q[256];
 	MYSQL_ROW row;
@@ -146,7 +174,7 @@ static bool apply_routines(lr_db *db, bool *applied, char *err, size_t errlen)
 	if (row && row[0] && strcmp(row[0], lr_routines_digest) == 0)
 		return true;
 	lr_log_info("applying sql/procedures.sql");
-	if (!run_script(db, lr_routines_sql, err, errlen))
+	if (!run_script(db, lr_routines_sql, own_definer, err, errlen))
 		return false;
 	snprintf(q, sizeof(q),
 	         "REPLACE INTO lr_routines (name, digest, applied_at) "
@@ -161,6 +189,64 @@ static bool apply_routines(lr_db *db, bool *applied, char *err, size_t errlen)
 }
 
 /*
+ * Drops the triggers on lr_holds that lockrun 0.1 kept `used` with, once
+ * the routines that keep it themselves are in place; until then the
+ * routines count it from the hold rows (lr_fresh in sql/procedures.sql),
+ * which is right with or without them. Dropping a trigger needs SUPER on a
+ * server with binary logging: without it, init says what to run instead
+ * and goes on, as the routines are safe either way. One query when there
+ * is nothing to drop.
+ */
+static bool drop_triggers(lr_db *db, char *err, size_t errlen)
+{
+	char names[3][65];
+	size_t n = 0;
+	MYSQL_ROW row;
+
+	if (!lr_db_query(db,
+	                 "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS "
+	                 "WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = 'lr_holds' "
+	                 "AND TRIGGER_NAME IN ('lr_holds_ai', 'lr_holds_ad', 'lr_holds_bu')")) {
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		return false;
+	}
+	while ((row = lr_db_fetch(db)) && n < 3)
+		snprintf(names[n++], sizeof(names[0]), "%s", row[0]);
+	for (size_t i = 0; i < n; i++) {
+		if (lr_db_queryf(db, "DROP TRIGGER %s", names[i]))
+			continue;
+		lr_log_warn("could not drop the old trigger %s (%s): until an account with SUPER "
+		            "runs the statements at the top of sql/procedures.sql, the routines "
+		            "count `used` from the hold rows, which is slower",
+		            names[i], lr_db_error(db));
+		return true;
+	}
+	if (!lr_db_query(db, "DELETE FROM lr_routines WHERE name = 'triggers'")) {
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Whether this account may name 'lockrun_owner'@'localhost' as the
+ * definer of lockrun's routines: that needs SET USER (SUPER before
+ * MariaDB 10.5), which the master account of a managed database does not
+ * have. If not (1227), the routines are defined by the connected account
+ * itself: they then run with its rights, which init needs anyway, and the
+ * runtime account still may only execute the public ones. Creates and
+ * drops an empty procedure: two statements.
+ */
+static bool may_name_owner(lr_db *db)
+{
+	if (lr_db_query(db, "CREATE OR REPLACE " OWNER " PROCEDURE lr_definer_probe() BEGIN END")) {
+		lr_db_query(db, "DROP PROCEDURE IF EXISTS lr_definer_probe");
+		return true;
+	}
+	return lr_db_errno(db) != ER_SPECIFIC_ACCESS_DENIED_ERROR;
+}
+
+/*
  * Brings the schema up to the newest migration, then the routines up to
  * this build's. Serialised with a named lock so two concurrent inits do
  * not interleave their DDL; a second run finds nothing to do and changes
@@ -170,7 +256,7 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
                        size_t errlen)
 {
 	MYSQL_ROW row;
-	bool ok = false;
+	bool ok = false, own_definer;
 
 	if (!lr_db_query(db, "SELECT GET_LOCK('lockrun.schema', 30)") || !(row = lr_db_fetch(db)) ||
 	    !row[0] || strcmp(row[0], "1") != 0) {
@@ -181,13 +267,14 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
 	}
 	if (!lr_schema_version(db, from, err, errlen))
 		goto out;
+	own_definer = !may_name_owner(db);
 	*to = *from;
 	for (size_t i = 0; i < lr_migrations_count; i++) {
 		const struct lr_migration *m = &lr_migrations[i];
 		if (m->version <= *from)
 			continue;
 		lr_log_info("applying migration %s", m->name);
-		if (!run_script(db, m->sql, err, errlen))
+		if (!run_script(db, m->sql, own_definer, err, errlen))
 			goto out;
 		*to = m->version;
 	}
@@ -196,8 +283,13 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
 		lr_log_info("schema version %u is newer than this lockrunctl's (%u): "
 		            "its routines are left as they are",
 		            *to, latest());
-	else if (!apply_routines(db, routines, err, errlen))
+	else if (!apply_routines(db, own_definer, routines, err, errlen) ||
+	         !drop_triggers(db, err, errlen))
 		goto out;
+	if (own_definer && (*to != *from || *routines))
+		lr_log_warn("this account may not name 'lockrun_owner'@'localhost' as the "
+		            "routines' definer (it lacks SET USER): they are defined by this "
+		            "account, and stop working if it is dropped");
 	ok = true;
 out:
 	lr_db_query(db, "DO RELEASE_LOCK('lockrun.schema')");

@@ -216,12 +216,56 @@ static void text_party(FILE *out, MYSQL_ROW h, unsigned pos)
 	fputc('\n', out);
 }
 
+/* The fail-over epoch (migration 7): the server that writes the tables,
+ * since when, and how long new grants are still held back. */
+struct epoch {
+	char n[16], server[256], since[32], until[32];
+	double quarantine_s, max_ttl_s;
+};
+
+/* Reads the epoch: one query. False if there is none (an older schema):
+ * status then shows no epoch. */
+static bool load_epoch(lr_db *db, struct epoch *e)
+{
+	MYSQL_ROW row;
+
+	if (!lr_db_query(db, "SELECT epoch, server, DATE_FORMAT(started_at, '%Y-%m-%dT%H:%i:%sZ'), "
+	                     "DATE_FORMAT(quarantine_until, '%Y-%m-%dT%H:%i:%sZ'), "
+	                     "GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
+	                     "quarantine_until), 0) / 1e6, "
+	                     "(SELECT value / 1e3 FROM lr_settings WHERE name = 'max_ttl_ms') "
+	                     "FROM lr_epoch WHERE id = 1") ||
+	    !(row = lr_db_fetch(db)) || !row[0])
+		return false;
+	snprintf(e->n, sizeof(e->n), "%s", row[0]);
+	snprintf(e->server, sizeof(e->server), "%s", row[1] ? row[1] : "");
+	snprintf(e->since, sizeof(e->since), "%s", row[2] ? row[2] : "");
+	snprintf(e->until, sizeof(e->until), "%s", row[3] ? row[3] : "");
+	e->quarantine_s = row[4] ? strtod(row[4], NULL) : 0;
+	e->max_ttl_s = row[5] ? strtod(row[5], NULL) : 0;
+	return true;
+}
+
 /* The resource list with holders and waiters, as text or JSON. */
 static bool print_people(lr_db *db, const char *where, bool named, const struct res_row *res,
                          size_t nres, bool json, FILE *out)
 {
 	MYSQL_ROW pending = NULL;
+	struct epoch e;
+	bool have_epoch = load_epoch(db, &e);
 
+	/* Only a quarantine is news to people; programs get the epoch always. */
+	if (have_epoch && !json && e.quarantine_s > 0) {
+		fputs("database fail-over at ", out);
+		lr_report_show(out, e.since, SIZE_MAX, 0);
+		fputs(" (epoch ", out);
+		lr_report_show(out, e.n, SIZE_MAX, 0);
+		fputs(", now on ", out);
+		lr_report_show(out, e.server, SIZE_MAX, 0);
+		fputs("): no new grants until ", out);
+		lr_report_show(out, e.until, SIZE_MAX, 0);
+		fprintf(out, " (%.0f s)\n", e.quarantine_s);
+	}
 	if (!query_parties(db, where, named))
 		return false;
 	if (json)
@@ -278,8 +322,16 @@ static bool print_people(lr_db *db, const char *where, bool named, const struct 
 			                     : "]}",
 			      out);
 	}
-	if (json)
+	if (json && have_epoch) {
+		fprintf(out, "],\"epoch\":{\"epoch\":%s,\"server\":", e.n);
+		lr_report_json(out, e.server);
+		fprintf(out,
+		        ",\"started_at\":\"%s\",\"quarantine_until\":\"%s\","
+		        "\"quarantine_s\":%.3f,\"max_ttl_s\":%.3f}}\n",
+		        e.since, e.until, e.quarantine_s, e.max_ttl_s);
+	} else if (json) {
 		fputs("]}\n", out);
+	}
 	return true;
 }
 
@@ -396,6 +448,19 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 			fprintf(out, "\",kind=\"%s\",reason=\"%s\"} %llu\n", res[i].kind,
 			        reasons[k], ended[i * NREASONS + k]);
 		}
+	}
+	struct epoch e;
+	if (load_epoch(db, &e)) {
+		prom_head(out, "epoch",
+		          "The fail-over epoch: one more each time another server "
+		          "took over the lock tables.");
+		fprintf(out, "lockrun_epoch %s\n", e.n);
+		prom_head(out, "quarantine_seconds",
+		          "How long new grants are still held back after a fail-over (0: none).");
+		fprintf(out, "lockrun_quarantine_seconds %.3f\n", e.quarantine_s);
+		prom_head(out, "max_ttl_seconds",
+		          "The longest lease this database grants, and a fail-over's quarantine.");
+		fprintf(out, "lockrun_max_ttl_seconds %.3f\n", e.max_ttl_s);
 	}
 	if (!lr_db_query(db, "SELECT UNIX_TIMESTAMP(NOW(6))") || !(row = lr_db_fetch(db)))
 		goto out;

@@ -200,12 +200,20 @@ static enum lr_txn resource_txn(lr_db *db, void *arg)
 			goto out;
 		ended = lr_db_affected_rows(db);
 		lr_sb_reset(&sb);
-		/* The delete trigger lowers lr_resources.used. */
 		lr_sb_printf(&sb, "DELETE FROM lr_holds WHERE resource = %s AND grant_id IN (%s)",
 		             lr_sb_str(&q), lr_sb_str(&ids));
 		if (!lr_db_query(db, lr_sb_str(&sb)))
 			goto out;
 		s->holds = lr_db_affected_rows(db);
+		/* `used` is kept by the procedures (no triggers): the row is
+		 * ours, so count the holds left, as lr_sweep does. */
+		lr_sb_reset(&sb);
+		lr_sb_printf(&sb,
+		             "UPDATE lr_resources SET used = (SELECT COALESCE(SUM(permits), 0) "
+		             "FROM lr_holds WHERE resource = %s) WHERE name = %s",
+		             lr_sb_str(&q), lr_sb_str(&q));
+		if (!lr_db_query(db, lr_sb_str(&sb)))
+			goto out;
 	}
 	lr_sb_reset(&sb);
 	lr_sb_printf(&sb,

@@ -122,12 +122,12 @@ old_schema() {
 	sql "DROP USER 'lrnoexec'@'%'"
 }
 
-@test "a server that is not MariaDB 10.4 or newer: refused with its version, exit 69" {
+@test "a server that is not MariaDB 10.6 or newer: refused with its version, exit 69" {
 	fake old
 	conf_with "port=$fake_port"
 	run "$LOCKRUN" -c "$conf" -s any -- true
 	assert_failure 69
-	assert_output "lockrun: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is not supported; lockrun needs MariaDB 10.4 or newer"
+	assert_output "lockrun: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is not supported; lockrun needs MariaDB 10.6 or newer"
 }
 
 @test "a server that accepts but never answers: gives up within connect_timeout" {

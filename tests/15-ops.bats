@@ -411,7 +411,8 @@ prom_strict() {
 }
 
 @test "sweep ends expired grants at their expiry, drops dead waiters, ends open grants that hold nothing" {
-	sql "INSERT INTO lr_resources (name, kind, capacity, fence) VALUES ('ops-w', 'semaphore', 3, 9)"
+	# Holds written by hand, with the count the routines would keep.
+	sql "INSERT INTO lr_resources (name, kind, capacity, used, fence) VALUES ('ops-w', 'semaphore', 3, 3, 9)"
 	insert_grant 51 "NOW(6) - INTERVAL 3 MINUTE" NULL NULL
 	insert_grant 52 "NOW(6) - INTERVAL 3 MINUTE" NULL NULL
 	insert_grant 53 "NOW(6) - INTERVAL 10 MINUTE" NULL NULL
@@ -465,8 +466,10 @@ old_runs() {
 	live=$(sql "SELECT MAX(id) FROM lr_grants")
 	sql "UPDATE lr_grants SET acquired_at = NOW(6) - INTERVAL 30 DAY, ended_at = NULL, end_reason = NULL
 		WHERE id = $live"
+	# A hold written by hand, with the count the routines would keep.
 	sql "INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
-		VALUES ('ops-live', $live, 1, 1, NOW(6) + INTERVAL 1 MINUTE)"
+		VALUES ('ops-live', $live, 1, 1, NOW(6) + INTERVAL 1 MINUTE);
+		UPDATE lr_resources SET used = 1 WHERE name = 'ops-live'"
 	ctl set ops-aud 1
 	ctl set ops-aud 2
 	ctl set ops-aud 3

@@ -204,7 +204,7 @@ _lockrunctl()
                 -h --help -V --version' -- "$cur"))
         else
             COMPREPLY=($(compgen -W 'init set status list history check release
-                delete sweep doctor' -- "$cur"))
+                delete sweep doctor max-ttl' -- "$cur"))
         fi
         return 0
     fi
@@ -218,7 +218,7 @@ _lockrunctl()
         list) opts='--names --json' ;;
         sweep) opts='--retention --json' ;;
         release) opts='--reason --json' ;;
-        check | doctor) opts='--json' ;;
+        check | doctor | max-ttl) opts='--json' ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))

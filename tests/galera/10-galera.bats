@@ -596,3 +596,15 @@ teardown() {
 	assert [ ! -e "$mark" ]
 	assert_equal "$(holds_everywhere)" "$(printf '1 0\n2 0\n3 0')"
 }
+
+@test "epochs: a change of node is no fail-over; every node grants at once, tokens run on by one" {
+	local n f prev=0
+	for n in 1 2 3 1; do
+		run -0 "$LOCKRUN" -c "$LR_GALERA/node$n.conf" -n -x gep -- sh -c 'echo "$LOCKRUN_FENCE"'
+		f=$output
+		((f == prev + 1)) || fail "node $n gave token $f after $prev"
+		prev=$f
+	done
+	# The cluster is one server: one epoch, named after the cluster.
+	assert_equal "$(gsql 2 "SELECT COUNT(*), MIN(server) LIKE 'galera:%', MAX(quarantine_until) <= UTC_TIMESTAMP(6) FROM lr_epochs")" "$(printf '1\t1\t1')"
+}
