@@ -111,7 +111,7 @@ workers() {
 	cmd=$(rec_cmd "$file" "$name" -- "$secs")
 	for ((w = 1; w <= nw; w++)); do
 		(
-			lr_galera_close_fds
+			lr_close_fds
 			conf=$LR_GALERA/node$(((w - 1) % 3 + 1)).conf
 			for ((r = 1; r <= runs; r++)); do
 				rc=0
@@ -273,7 +273,7 @@ first_host() {
 fault_worker() {
 	local w=$1 name=$2 secs=$3 r=0 rc conf
 	shift 3
-	lr_galera_close_fds
+	lr_close_fds
 	conf=$work/order$(((w - 1) % 3)).conf
 	while [[ ! -e $work/stop ]]; do
 		r=$((r + 1))
@@ -408,7 +408,7 @@ lag_node2() {
 	assert_equal "$(gsql 2 "SELECT v FROM lrlag.t WHERE id = 1")" 0
 	mkfifo "$work/blocker"
 	(
-		lr_galera_close_fds
+		lr_close_fds
 		exec timeout 300 mariadb --no-defaults --unbuffered -N -B -u"$(lr_admin_user)" \
 			--socket="$LR_GALERA/n2/mysqld.sock" <"$work/blocker" >"$work/blocker.out" 2>&1
 	) 3>&- &
@@ -473,7 +473,7 @@ lagging_run() {
 	# socat forks a child per connection: it runs in a process group of its
 	# own (setsid), so that a signal to the group reaches what it relays.
 	(
-		lr_galera_close_fds
+		lr_close_fds
 		exec setsid socat "TCP-LISTEN:$GALERA_SQL_PORT,bind=127.0.0.4,reuseaddr,fork" \
 			"TCP:127.0.0.1:$GALERA_SQL_PORT"
 	) 3>&- &
@@ -487,7 +487,7 @@ lagging_run() {
 
 	lag_node2
 	(
-		lr_galera_close_fds
+		lr_close_fds
 		rc=0
 		timeout -k 5 60 "$LOCKRUN" -vv -c "$work/lag.conf" --ttl 9 --kill-after 1 -s lag -- \
 			sh -c "echo in >>'$work/child'; while [ ! -e '$work/go' ]; do sleep 0.05; done

@@ -309,20 +309,8 @@ lr_galera_running() { lr_server_running "$(lr_galera_node "$1" "$2")"; }
 # wait for the node to exit. So every fd above 2 is closed in a subshell.
 lr_galera_restart() {
 	(
-		lr_galera_close_fds
+		lr_close_fds
 		lr_galera_node_start "$1" "$2"
 	)
 }
 
-# lr_galera_close_fds: close every fd above 2 of the current shell; for
-# background helpers of a bats test, so that a straggler cannot hold bats's
-# pipes open (`cmd 3>&- &` closes only fd 3).
-lr_galera_close_fds() {
-	local fd
-	for fd in /proc/"$BASHPID"/fd/*; do
-		fd=${fd##*/}
-		if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2 && fd != 255)); then
-			eval "exec $fd>&-" 2>/dev/null || true
-		fi
-	done
-}

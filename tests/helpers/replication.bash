@@ -98,19 +98,6 @@ repl_status() {
 		WHERE VARIABLE_NAME = '$2'"
 }
 
-# Close every fd above 2 of the current shell. A server started from inside
-# a bats test must not inherit bats's pipes (server.bash closes only fd 3):
-# bats, and the `bats | tee` around it, would wait for the server to exit.
-repl_close_fds() {
-	local fd
-	for fd in /proc/"$BASHPID"/fd/*; do
-		fd=${fd##*/}
-		if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2 && fd != 255)); then
-			eval "exec $fd>&-" 2>/dev/null || true
-		fi
-	done
-}
-
 # The mariadbd arguments of node N (after server.bash's own, so these win),
 # one per line. Both nodes get the same set apart from address and id: either
 # can become the primary. Relative log names resolve against the datadir, so
@@ -147,7 +134,7 @@ _repl_node_start() {
 	local -a args
 	mapfile -t args < <(_repl_args "$n")
 	(
-		repl_close_fds
+		lr_close_fds
 		LR_SERVER_START_TIMEOUT=${LR_SERVER_START_TIMEOUT:-60} \
 			lr_server_start "$inst" "$REPL_SQL_PORT" "${args[@]}" "$@"
 	)

@@ -336,6 +336,20 @@ lr_server_restart() {
 # ---------------------------------------------------------------------------
 # Administration
 
+# lr_close_fds: close every fd above 2 of the current shell. For a server
+# or helper started from inside a bats test: it must not inherit bats's
+# pipes (`cmd 3>&- &` closes only fd 3), or bats, and the `bats | tee`
+# around it, wait for it to exit.
+lr_close_fds() {
+	local fd
+	for fd in /proc/"$BASHPID"/fd/*; do
+		fd=${fd##*/}
+		if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2 && fd != 255)); then
+			eval "exec $fd>&-" 2>/dev/null || true
+		fi
+	done
+}
+
 # lr_admin_sql INSTDIR [SQL|-] [DATABASE]: run SQL as the admin account over
 # the socket, batch mode without column names. With "-" or no SQL, read it
 # from stdin.
