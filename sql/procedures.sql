@@ -1599,8 +1599,9 @@ END//
 -- it per session), so running holders renew and release as before; their
 -- next connection has the role. An account whose default role is another
 -- one is left as it is (an account has one default role): init says so,
--- and `lockrunctl doctor` shows it. Run as the administrator that runs
--- init, then dropped.
+-- and `lockrunctl doctor` shows it. Also records the server that writes
+-- the tables (below). Run as the administrator that runs init, then
+-- dropped.
 CREATE OR REPLACE PROCEDURE lr_setup_access()
   SQL SECURITY INVOKER
 BEGIN
@@ -1610,6 +1611,10 @@ BEGIN
   DECLARE v_other VARCHAR(200);
   DECLARE v_notes TEXT DEFAULT '[]';
   DECLARE v_done INT DEFAULT 0;
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
+  DECLARE v_since, v_until DATETIME(6);
+  DECLARE v_floor BIGINT UNSIGNED;
   DECLARE c CURSOR FOR
     SELECT p.GRANTEE FROM information_schema.SCHEMA_PRIVILEGES p
      WHERE p.TABLE_SCHEMA = DATABASE() AND p.GRANTEE <> '''lockrun_owner''@''localhost'''
@@ -1647,6 +1652,16 @@ BEGIN
     END IF;
   END LOOP;
   CLOSE c;
+  -- The server that installs the routines writes the tables: recorded now,
+  -- so that replicas have it before the first grant (lr_epoch). Were it
+  -- left to the first grant, a replica that missed that grant would take
+  -- the tables over as if newly installed, without a quarantine. Not on a
+  -- read-only server (a replica): it does not write them.
+  IF NOT @@global.read_only THEN
+    CALL lr_enter(v_sw, v_lwt, v_galera);
+    CALL lr_epoch(v_galera, v_since, v_until, v_floor);
+    CALL lr_leave(v_sw, v_lwt);
+  END IF;
   -- What init tells the administrator (the column `note`).
   SELECT j.note FROM JSON_TABLE(v_notes, '$[*]' COLUMNS(note VARCHAR(1000) PATH '$')) j;
 END//
@@ -1655,15 +1670,6 @@ DELIMITER ;
 
 CALL lr_setup_access();
 DROP PROCEDURE lr_setup_access;
-
--- The server that installs the routines writes the tables: recorded now,
--- so that replicas have it before the first grant (lr_epoch). Were it left
--- to the first grant, a replica that missed that grant would take the
--- tables over as if newly installed, without a quarantine. Run in this
--- administrator's session, with its own variables.
-CALL lr_enter(@lr_sw, @lr_lwt, @lr_galera);
-CALL lr_epoch(@lr_galera, @lr_since, @lr_until, @lr_floor);
-CALL lr_leave(@lr_sw, @lr_lwt);
 
 -- No triggers: creating one needs SUPER on a server with binary logging
 -- (managed databases give none), and rows applied by Galera do not fire
