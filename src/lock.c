@@ -409,6 +409,8 @@ static enum tx from_call(struct lr_lock *lk, enum lr_call c)
 	case LR_CALL_UNKNOWN:
 		lk->unsettled = true;
 		return TX_RETRY;
+	case LR_CALL_INVALID:
+		return TX_INVALID;
 	default:
 		return TX_FAIL;
 	}

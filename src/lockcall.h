@@ -18,6 +18,7 @@ enum lr_call {
 	LR_CALL_RETRY,   /* rolled back, or never ran: CALL again */
 	LR_CALL_UNKNOWN, /* an acquire whose answer was lost: settle it */
 	LR_CALL_SCHEMA,  /* no procedures, or older ones: run lockrunctl init */
+	LR_CALL_INVALID, /* the database refused the request as asked (a ttl above its max-ttl) */
 	LR_CALL_FAIL,    /* anything else; lk->err says what */
 };
 

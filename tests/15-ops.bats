@@ -618,3 +618,29 @@ print(*[c["status"] + " " + c["detail"] for c in d["checks"] if c["check"] == "c
 	assert_output --partial '"once_deleted":1,'
 	assert_equal "$(sql "SELECT idem_key FROM lr_once ORDER BY idem_key")" "$(printf 'day\nlong')"
 }
+
+@test "max-ttl: shows and sets the longest lease; a longer --ttl is a usage error (64) naming it; never below a live lease" {
+	run c max-ttl
+	assert_success
+	assert_output --regexp '^max-ttl [0-9]'
+	run c max-ttl 1m
+	assert_success
+	assert_output --partial "max-ttl 1m (was "
+	run --separate-stderr "$LOCKRUN" --ttl 90 -x ops-ttl -- true
+	assert_equal "$status" 64
+	assert_equal "$stderr" "lockrun: ttl_ms must be 1000-60000 (this database's max_ttl_ms, which \`lockrunctl max-ttl\` sets: a fail-over holds grants back that long)"
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_holds WHERE resource = 'ops-ttl'")" 0
+	# A live lease of 50 s: max-ttl may not go below it.
+	"$LOCKRUN" --ttl 50 -x ops-ttl -- sleep 3 3>&- &
+	pids+=($!)
+	lr_wait_eq 1 holds ops-ttl
+	run --separate-stderr c max-ttl 30s
+	assert_equal "$status" 64
+	[[ $stderr == *"holds a lease of 50000 ms: its renewals would fail"* ]] || fail "$stderr"
+	run c --json max-ttl
+	assert_output '{"max_ttl_ms":60000,"was_ms":60000}'
+	run c max-ttl 2d
+	assert_failure 64
+	wait "${pids[@]}"
+	c -q max-ttl 5m
+}
