@@ -109,12 +109,8 @@ static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
 		return LR_CALL_RETRY;
 	/* A lease longer than the database allows (`lockrunctl max-ttl`): a
 	 * usage error, with the server's message, which names the limit. */
-	if (e == ER_SIGNAL_EXCEPTION && strstr(lr_db_error(db), "ttl_ms must be")) {
-		const char *m = lr_db_error(db);
-		snprintf(lk->err, sizeof(lk->err), "%s",
-		         strncmp(m, "lockrun: ", 9) == 0 ? m + 9 : m);
+	if (e == ER_SIGNAL_EXCEPTION && strstr(lr_db_error(db), "ttl_ms must be"))
 		return LR_CALL_INVALID;
-	}
 	return LR_CALL_FAIL;
 }
 
