@@ -15,9 +15,11 @@ setup() {
 	reset_db
 	fillers=()
 	saved_max=$(sql "SELECT @@GLOBAL.max_connections")
-	# Connections of the account that are still closing would make room
-	# in a server made full around them.
+	# Connections still closing (of the account, or any other, such as a
+	# test's client that just left) would make room in a server made full
+	# around them: start with none but the asking client.
 	lr_wait_eq 0 lockrun_conns
+	lr_wait_eq 0 others_open
 	out=$BATS_TEST_TMPDIR/out
 }
 
@@ -28,8 +30,8 @@ teardown() {
 	[[ -z ${bg:-} ]] || kill "$bg" 2>/dev/null || true
 }
 
-# open_now: the connections open at the server, less the one asking.
-open_now() {
+# others_open: the connections open at the server, less the one asking.
+others_open() {
 	echo $(($(sql "SHOW GLOBAL STATUS LIKE 'Threads_connected'" | cut -f2) - 1))
 }
 
@@ -71,30 +73,13 @@ unfill() {
 # least the server's minimum of 10 (plus SPARE, for a test that lowers it
 # further). Root still gets in (the SUPER extra connection).
 full_server() {
-	local others spare=${1:-0} i cur
-	# Threads_connected counts the sql client asking, which will be gone,
-	# and clients that just left but whose disconnect the server has not
-	# processed yet (the helpers' own queries): count once it holds still.
-	others=$(open_now)
-	for ((i = 0; i < 20; i++)); do
-		sleep 0.1
-		cur=$(open_now)
-		((cur == others)) && break
-		others=$cur
-	done
+	local others spare=${1:-0}
+	# Threads_connected counts the sql client asking, which will be gone.
+	others=$(($(sql "SHOW GLOBAL STATUS LIKE 'Threads_connected'" | cut -f2) - 1))
 	local n=$((others + 2 < 10 + spare ? 10 + spare - others : 2))
 	fill "$n"
 	max=$((others + n))
 	sql "SET GLOBAL max_connections = $max"
-	# One still closing after all would leave room: shrink to what is open.
-	for ((i = 0; i < 5; i++)); do
-		sleep 0.1
-		cur=$(open_now)
-		if ((cur < max && cur >= 10 + spare)); then
-			max=$cur
-			sql "SET GLOBAL max_connections = $max"
-		fi
-	done
 	# Proof that it is full, by the lockrun account itself.
 	run -1 env MYSQL_PWD="$(<"$LR_DB/lockrun.pw")" mariadb --no-defaults -h 127.0.0.1 \
 		-P "$LR_PORT" -u lockrun lockrun -e "SELECT 1"
