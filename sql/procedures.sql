@@ -426,13 +426,12 @@ END//
 -- were installed, while calls of the older routines, which relied on
 -- those triggers, may still run. Then every decision and every change of
 -- the holds counts the rows (lr_recount), which is right with or without
--- the triggers. Two primary-key reads.
+-- the triggers. One read of two primary-key entries.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_fresh(OUT p_fresh TINYINT)
   READS SQL DATA SQL SECURITY DEFINER
 BEGIN
-  SET p_fresh = EXISTS (SELECT 1 FROM lr_routines WHERE name = 'triggers')
-             OR EXISTS (SELECT 1 FROM lr_routines WHERE name = 'procedures'
-                         AND applied_at > UTC_TIMESTAMP(6) - INTERVAL 60 SECOND);
+  SET p_fresh = EXISTS (SELECT 1 FROM lr_routines WHERE name IN ('triggers', 'procedures')
+                         AND (name = 'triggers' OR applied_at > UTC_TIMESTAMP(6) - INTERVAL 60 SECOND));
 END//
 
 -- Deletes grant p_gid's holds and takes their permits off `used` of their
