@@ -42,6 +42,9 @@
 
 -- Routines of earlier versions that no longer exist.
 DROP PROCEDURE IF EXISTS lr_req_open;
+DROP PROCEDURE IF EXISTS lr_no_transaction;
+DROP PROCEDURE IF EXISTS lr_check_id;
+DROP PROCEDURE IF EXISTS lr_check_ttl;
 DROP FUNCTION IF EXISTS lr_bell;
 DROP FUNCTION IF EXISTS lr_galera;
 DROP FUNCTION IF EXISTS lr_ready;
@@ -70,20 +73,50 @@ DELIMITER //
 
 -- Every API procedure starts with lr_enter and ends with lr_leave (also
 -- in its error handler), so the caller needs no session set-up and keeps
--- its own settings: a lock wait of 2 s, so a row held elsewhere costs a
--- retry (1205), not a hang; and on a Galera node causal reads
--- (wsrep_sync_wait = 3: reads, UPDATE and DELETE wait until the node
--- applied what the cluster committed before them; one causal wait per
--- CALL). Two settings of the caller's are not kept but reset, because
--- they would reach the definer's statements: `timestamp` (any account may
--- set it, and it moves UTC_TIMESTAMP, so a caller could make live leases
--- look expired) and `insert_id` (it would choose a grant's id).
--- p_galera: whether this server is a Galera node (wsrep_on).
+-- its own settings. First lr_enter checks what p_check names, before it
+-- changes anything: 1 the request id, 2 the lease (32 lowercase hex digits
+-- each), 4 the lease length (1000 ms up to this database's max_ttl_ms, in
+-- lr_settings, `lockrunctl max-ttl`, which bounds how long a fail-over
+-- holds grants back: lr_epoch), 8 a writer: it commits what it writes, so
+-- it refuses to run inside the caller's transaction (its COMMIT would
+-- commit that) and starts its own even under autocommit = 0, so that no
+-- row lock of its outlives the CALL. Then the session: a lock wait of 2 s,
+-- so a row held elsewhere costs a retry (1205), not a hang; and on a
+-- Galera node causal reads (wsrep_sync_wait = 3: reads, UPDATE and DELETE
+-- wait until the node applied what the cluster committed before them; one
+-- causal wait per CALL). Two settings of the caller's are not kept but
+-- reset, because they would reach the definer's statements: `timestamp`
+-- (any account may set it, and it moves UTC_TIMESTAMP, so a caller could
+-- make live leases look expired) and `insert_id` (it would choose a
+-- grant's id). p_galera: whether this server is a Galera node (wsrep_on).
+-- One routine for all of it, because each routine a connection calls is
+-- loaded and parsed on its first call (see doc/benchmarks.md). Cost: one
+-- primary-key read with the ttl check, else none.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(
-  OUT p_sw BIGINT, OUT p_lwt BIGINT, OUT p_galera TINYINT)
-  NO SQL SQL SECURITY DEFINER
+  IN p_proc VARCHAR(20), IN p_check TINYINT, IN p_request VARCHAR(4000), IN p_lease VARCHAR(4000),
+  IN p_ttl_ms BIGINT, OUT p_sw BIGINT, OUT p_lwt BIGINT, OUT p_galera TINYINT)
+  READS SQL DATA SQL SECURITY DEFINER
 BEGIN
+  DECLARE v_max BIGINT;
+  DECLARE v_msg VARCHAR(300);
   DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
+  IF p_check & 8 AND @@in_transaction THEN
+    SET v_msg = CONCAT(p_proc, ': call it outside a transaction (its own would commit yours)');
+  ELSEIF p_check & 1 AND (p_request IS NULL OR BINARY p_request NOT REGEXP '^[0-9a-f]{32}$') THEN
+    SET v_msg = 'lockrun: request must be 32 lowercase hex digits';
+  ELSEIF p_check & 2 AND (p_lease IS NULL OR BINARY p_lease NOT REGEXP '^[0-9a-f]{32}$') THEN
+    SET v_msg = 'lockrun: lease must be 32 lowercase hex digits';
+  ELSEIF p_check & 4 THEN
+    SELECT LEAST(COALESCE(MAX(value), 86400000), 86400000) INTO v_max
+      FROM lr_settings WHERE name = 'max_ttl_ms';
+    IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > v_max THEN
+      SET v_msg = CONCAT('lockrun: ttl_ms must be 1000-', v_max, ' (this database''s max_ttl_ms,',
+                         ' which `lockrunctl max-ttl` sets: a fail-over holds grants back that long)');
+    END IF;
+  END IF;
+  IF v_msg IS NOT NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END IF;
   SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
   SET p_lwt = @@session.innodb_lock_wait_timeout;
   SET SESSION innodb_lock_wait_timeout = 2;
@@ -102,20 +135,6 @@ BEGIN
   END IF;
   IF p_sw IS NOT NULL THEN
     SET SESSION wsrep_sync_wait = p_sw;
-  END IF;
-END//
-
--- The writers commit what they write themselves, so they refuse to run
--- inside the caller's transaction (their COMMIT would commit it), and
--- start their own even under autocommit = 0, so that no row lock of
--- theirs outlives the CALL in the caller's session.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_no_transaction(IN p_proc VARCHAR(20))
-  NO SQL SQL SECURITY DEFINER
-BEGIN
-  DECLARE v_msg VARCHAR(200);
-  IF @@in_transaction THEN
-    SET v_msg = CONCAT(p_proc, ': call it outside a transaction (its own would commit yours)');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
   END IF;
 END//
 
@@ -149,35 +168,6 @@ BEGIN
     DO GET_LOCK(v_name, 0);
   ELSEIF NOT p_take AND v_held THEN
     DO RELEASE_LOCK(v_name);
-  END IF;
-END//
-
--- Checks the ids every entry point takes.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_check_id(
-  IN p_what VARCHAR(20), IN p_id VARCHAR(4000))
-  NO SQL SQL SECURITY DEFINER
-BEGIN
-  DECLARE v_msg VARCHAR(200);
-  IF p_id IS NULL OR BINARY p_id NOT REGEXP '^[0-9a-f]{32}$' THEN
-    SET v_msg = CONCAT('lockrun: ', p_what, ' must be 32 lowercase hex digits');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
-  END IF;
-END//
-
--- Checks a lease length: 1000 ms up to this database's max_ttl_ms
--- (lr_settings, `lockrunctl max-ttl`), which bounds how long a fail-over
--- holds grants back (lr_epoch). One primary-key read.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_check_ttl(IN p_ttl_ms BIGINT)
-  READS SQL DATA SQL SECURITY DEFINER
-BEGIN
-  DECLARE v_max BIGINT;
-  DECLARE v_msg VARCHAR(300);
-  SELECT value INTO v_max FROM lr_settings WHERE name = 'max_ttl_ms';
-  SET v_max = LEAST(COALESCE(v_max, 86400000), 86400000);
-  IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > v_max THEN
-    SET v_msg = CONCAT('lockrun: ttl_ms must be 1000-', v_max, ' (this database''s max_ttl_ms,',
-                       ' which `lockrunctl max-ttl` sets: a fail-over holds grants back that long)');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
   END IF;
 END//
 
@@ -599,6 +589,15 @@ END//
 -- has a successful run, 'done' (a skipped log entry, the queue left). It
 -- commits in every case, so the sweep makes progress even while the
 -- resource stays busy. Returns one row per item in name order.
+--
+-- Three ways through, so that a connection parses only what its call
+-- needs (a routine is parsed on a session's first call of it, and every
+-- lockrun run is a new connection): a grant handed to this request while
+-- it waited is claimed (lr_claim); the common acquire, one item whose row
+-- exists and is free, with nobody queued, nothing to sweep and no
+-- fail-over in the way, is granted here in one transaction of six short
+-- statements; everything else goes to lr_parse and lr_acquire, which
+-- decide it again from the start.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquire(
   IN p_items VARCHAR(4000), IN p_request CHAR(32) CHARACTER SET ascii,
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED, IN p_enqueue TINYINT,
@@ -607,11 +606,14 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquir
   MODIFIES SQL DATA SQL SECURITY DEFINER
 proc: BEGIN
   DECLARE v_sw, v_lwt BIGINT;
-  DECLARE v_galera TINYINT;
-  DECLARE v_done, v_found, v_live, v_n INT DEFAULT 0;
-  DECLARE v_gid BIGINT UNSIGNED;
+  DECLARE v_galera, v_fast TINYINT DEFAULT 0;
+  DECLARE v_done, v_n INT DEFAULT 0;
+  DECLARE v_gid, v_permits, v_cap, v_used, v_fence, v_floor BIGINT UNSIGNED;
   DECLARE v_held_as CHAR(32) CHARACTER SET ascii;
   DECLARE v_items VARCHAR(4000) DEFAULT p_items;
+  DECLARE v_kind, v_rkind VARCHAR(10);
+  DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_now DATETIME(6);
   DECLARE v_req TEXT;
   DECLARE v_once_key VARCHAR(64) CHARACTER SET ascii;  -- a once item's key,
   DECLARE v_period, v_offset BIGINT UNSIGNED;          -- window length and offset
@@ -622,11 +624,7 @@ proc: BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt, v_galera);
-  CALL lr_no_transaction('lockrun_acquire');
-  CALL lr_check_id('request', p_request);
-  CALL lr_check_id('lease', p_lease);
-  CALL lr_check_ttl(p_ttl_ms);
+  CALL lr_enter('lockrun_acquire', 15, p_request, p_lease, p_ttl_ms, v_sw, v_lwt, v_galera);
   IF p_enqueue IS NULL OR p_enqueue NOT IN (0, 1) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: enqueue must be 0 or 1';
   END IF;
@@ -645,46 +643,122 @@ proc: BEGIN
   --    answer names the grant's items.
   SELECT id, request_id INTO v_gid, v_held_as FROM lr_grants
    WHERE queued_as = p_request AND ended_at IS NULL AND claimed_at IS NULL LIMIT 1;
-  SET v_done = 0;
   IF v_gid IS NOT NULL THEN
-    IF v_held_as <> p_lease THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request is claimed with the lease the request queued with';
-    END IF;
-    START TRANSACTION;
-    SELECT COUNT(*), COALESCE(SUM(expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0)
-      INTO v_found, v_live FROM lr_holds WHERE grant_id = v_gid FOR UPDATE;
-    IF v_found = 0 OR v_live < v_found THEN
-      COMMIT;
-      CALL lr_release(p_lease, 'lost', NULL, NULL, v_galera, v_found, v_live);
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request while it waited expired before it was claimed; queue again with a new lease id';
-    END IF;
-    UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) + INTERVAL p_ttl_ms * 1000 MICROSECOND
-     WHERE grant_id = v_gid;
-    UPDATE lr_grants SET claimed_at = UTC_TIMESTAMP(6), ttl_ms = p_ttl_ms WHERE id = v_gid;
-    COMMIT;
-    CALL lr_leave(v_sw, v_lwt);
-    CALL lr_wait_lock(p_request, 0, v_galera);
-    SELECT 'granted' AS outcome, v_gid AS grant_id, i.resource, 'ok' AS state, h.fence,
-           NULL AS ticket, r.used, r.capacity, NULL AS head, 1 AS at_head,
-           NULL AS wait_for, NULL AS holder, NULL AS message, NULL AS once_window,
-           NULL AS done_by, v_galera AS galera, 3 AS api
-      FROM lr_grant_items i
-      JOIN lr_holds h ON h.grant_id = i.grant_id AND h.resource = i.resource
-      JOIN lr_resources r ON r.name = i.resource
-     WHERE i.grant_id = v_gid ORDER BY i.resource;
+    CALL lr_claim(v_gid, v_held_as, p_request, p_lease, p_ttl_ms, v_galera, v_sw, v_lwt);
     LEAVE proc;
   END IF;
 
-  -- Each routine is parsed on a session's first call of it (the server
-  -- caches routines per connection, and every lockrun run is a new
-  -- connection), so one with nothing to do is not called: here, and at
-  -- the sweep, the wait lock and the hand-off.
+  -- 1. The common acquire: one item of lockrun's own spelling (what
+  --    lr_parse accepts, in its simplest form), its row there. Nobody may
+  --    be queued on it (so none is ahead, none to sweep, and this request
+  --    has no place to leave), no hold past its grace (none at all for a
+  --    mutex or key: their `used` is checked against the row), the lease
+  --    new, the epoch this server's and past its quarantine, and not
+  --    lr_fresh's minute. Anything else is decided by lr_acquire.
+  IF BINARY p_items REGEXP '^(semaphore:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:[1-9][0-9]{0,6}|(mutex|key|read|write):[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$'
+     AND p_items NOT REGEXP '[[:cntrl:]]' THEN
+    SET v_kind = SUBSTRING_INDEX(p_items, ':', 1),
+        v_name = SUBSTRING_INDEX(SUBSTRING_INDEX(p_items, ':', 2), ':', -1),
+        v_permits = IF(v_kind = 'semaphore', SUBSTRING_INDEX(p_items, ':', -1) + 0,
+                       IF(v_kind = 'write', 2147483647, 1)),
+        v_name = IF(v_kind = 'key', CONCAT('id:', v_name), v_name),
+        v_kind = IF(v_kind IN ('read', 'write'), 'rwlock', v_kind);
+    COMMIT;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    SET v_now = UTC_TIMESTAMP(6);
+    -- lr_epoch's and lr_fresh's questions, both answered no, in one read.
+    SELECT fence_floor INTO v_floor FROM lr_epoch
+     WHERE id = 1 AND quarantine_until <= v_now
+       AND server = LEFT(IF(v_galera, CONCAT('galera:', @@wsrep_cluster_name),
+                            CONCAT('server:', @@server_id, ':', @@hostname, ':', @@port)), 255)
+       AND NOT EXISTS (SELECT 1 FROM lr_routines WHERE name IN ('triggers', 'procedures')
+                        AND (name = 'triggers' OR applied_at > v_now - INTERVAL 60 SECOND));
+    IF v_floor IS NOT NULL THEN
+      SELECT kind, capacity, used, fence INTO v_rkind, v_cap, v_used, v_fence
+        FROM lr_resources WHERE name = v_name FOR UPDATE;
+      IF v_rkind = v_kind AND v_used + v_permits <= v_cap
+         AND (v_kind <> 'semaphore' OR v_permits <= 1000000) THEN
+        SELECT NOT EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_name)
+           AND NOT EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name
+                            AND expires_at <= IF(v_cap = 1, '9999-12-31', v_now - INTERVAL 5000000 MICROSECOND))
+           AND NOT EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease)
+          INTO v_fast;
+      END IF;
+    END IF;
+    IF v_fast THEN
+      SET v_fence = GREATEST(v_fence, v_floor) + 1;
+      UPDATE lr_resources SET fence = v_fence, used = used + v_permits, updated_at = v_now
+       WHERE name = v_name;
+      INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
+                             ttl_ms, requested_at, acquired_at)
+      VALUES (p_lease, IF(v_kind = 'key', SUBSTRING(v_name, 4), NULL),
+              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
+              LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024), p_ttl_ms,
+              v_now, v_now);
+      SET v_gid = LAST_INSERT_ID();
+      INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
+      VALUES (v_gid, v_name, v_kind, v_permits, v_fence);
+      INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
+      VALUES (v_name, v_gid, v_permits, v_fence, v_now + INTERVAL p_ttl_ms * 1000 MICROSECOND);
+      COMMIT;
+      CALL lr_leave(v_sw, v_lwt);
+      SELECT 'granted' AS outcome, v_gid AS grant_id, v_name AS resource, 'ok' AS state,
+             v_fence AS fence, NULL AS ticket, v_used + v_permits AS used, v_cap AS capacity,
+             NULL AS head, 1 AS at_head, NULL AS wait_for, NULL AS holder, NULL AS message,
+             NULL AS once_window, NULL AS done_by, v_galera AS galera, 3 AS api;
+      LEAVE proc;
+    END IF;
+    COMMIT;
+  END IF;
+
   IF LOCATE('once:', v_items) > 0 THEN
     CALL lr_once_items(v_items, v_once_key, v_period, v_offset);
   END IF;
   CALL lr_parse(v_items, v_req, v_n);
   CALL lr_acquire(v_req, p_request, p_lease, p_ttl_ms, p_enqueue, p_host, p_pid, p_os_user,
                   p_command, v_once_key, v_period, v_offset, v_galera, v_sw, v_lwt);
+END//
+
+-- Claims the grant p_gid that a release handed to request p_request while
+-- it waited (lr_hand_off), for lockrun_acquire, which found it and answers
+-- with what this returns; p_held_as is the lease it was made under. See
+-- step 0 there. The caller's handler rolls back and restores the session
+-- (p_sw, p_lwt) on an error. Cost: one locking read and two writes.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_claim(
+  IN p_gid BIGINT UNSIGNED, IN p_held_as CHAR(32) CHARACTER SET ascii,
+  IN p_request CHAR(32) CHARACTER SET ascii, IN p_lease CHAR(32) CHARACTER SET ascii,
+  IN p_ttl_ms INT UNSIGNED, IN p_galera TINYINT, IN p_sw BIGINT, IN p_lwt BIGINT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_found, v_live INT DEFAULT 0;
+  IF p_held_as <> p_lease THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request is claimed with the lease the request queued with';
+  END IF;
+  START TRANSACTION;
+  SELECT COUNT(*), COALESCE(SUM(expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0)
+    INTO v_found, v_live FROM lr_holds WHERE grant_id = p_gid FOR UPDATE;
+  IF v_found = 0 OR v_live < v_found THEN
+    COMMIT;
+    CALL lr_release(p_lease, 'lost', NULL, NULL, p_galera, v_found, v_live);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request while it waited expired before it was claimed; queue again with a new lease id';
+  END IF;
+  UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) + INTERVAL p_ttl_ms * 1000 MICROSECOND
+   WHERE grant_id = p_gid;
+  UPDATE lr_grants SET claimed_at = UTC_TIMESTAMP(6), ttl_ms = p_ttl_ms WHERE id = p_gid;
+  COMMIT;
+  CALL lr_leave(p_sw, p_lwt);
+  CALL lr_wait_lock(p_request, 0, p_galera);
+  -- head: whether others wait behind (lockrun then prepares its release).
+  SELECT 'granted' AS outcome, p_gid AS grant_id, i.resource, 'ok' AS state, h.fence,
+         NULL AS ticket, r.used, r.capacity,
+         (SELECT MIN(w.ticket) FROM lr_waiters w WHERE w.resource = i.resource) AS head,
+         1 AS at_head, NULL AS wait_for, NULL AS holder, NULL AS message, NULL AS once_window,
+         NULL AS done_by, p_galera AS galera, 3 AS api
+    FROM lr_grant_items i
+    JOIN lr_holds h ON h.grant_id = i.grant_id AND h.resource = i.resource
+    JOIN lr_resources r ON r.name = i.resource
+   WHERE i.grant_id = p_gid ORDER BY i.resource;
 END//
 
 -- The acquire proper (lockrun_acquire), once the items are parsed into the
@@ -1054,9 +1128,7 @@ BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt, v_galera);
-  CALL lr_no_transaction('lockrun_poll');
-  CALL lr_check_id('request', p_request);
+  CALL lr_enter('lockrun_poll', 9, p_request, NULL, NULL, v_sw, v_lwt, v_galera);
   START TRANSACTION;
   SELECT COUNT(*), UTC_TIMESTAMP(6) INTO v_places, v_now FROM lr_waiters WHERE request_id = p_request;
   SET v_cut = v_now - INTERVAL 5000000 MICROSECOND;
@@ -1126,9 +1198,7 @@ BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt, v_galera);
-  CALL lr_no_transaction('lockrun_sleep');
-  CALL lr_check_id('request', p_request);
+  CALL lr_enter('lockrun_sleep', 9, p_request, NULL, NULL, v_sw, v_lwt, v_galera);
   IF p_ms IS NULL THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: ms must be a number of milliseconds (at most 60000 are slept)';
   END IF;
@@ -1194,9 +1264,7 @@ BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt, v_galera);
-  CALL lr_no_transaction('lockrun_dequeue');
-  CALL lr_check_id('request', p_request);
+  CALL lr_enter('lockrun_dequeue', 9, p_request, NULL, NULL, v_sw, v_lwt, v_galera);
   START TRANSACTION;
   DELETE FROM lr_waiters WHERE request_id = p_request;
   SET v_removed = ROW_COUNT();
@@ -1234,10 +1302,7 @@ BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt, v_galera);
-  CALL lr_no_transaction('lockrun_renew');
-  CALL lr_check_id('lease', p_lease);
-  CALL lr_check_ttl(p_ttl_ms);
+  CALL lr_enter('lockrun_renew', 14, NULL, p_lease, p_ttl_ms, v_sw, v_lwt, v_galera);
   START TRANSACTION;
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
   IF v_gid IS NOT NULL THEN
@@ -1395,11 +1460,16 @@ END//
 -- lockrun_release: gives the lease's holds back, closes its lock-log entry
 -- and hands the freed room on (lr_release). Idempotent: after any error,
 -- CALL it again. With no lease (NULL) it releases nothing and answers
--- released 0: it only has the server parse the release's routines for
--- this connection now, as a connection parses each routine on its first
--- call (about 1 ms for these), so that the release that later hands the
--- lock on does not spend that time while the next waiter waits. lockrun
--- does this while its command runs.
+-- released 0: it only has the server parse the routines of a release that
+-- hands the lock on, for this connection now, as a connection parses each
+-- routine on its first call (about 1 ms for these), so that such a release
+-- later does not spend that time while the next waiter waits. lockrun
+-- does this while its command runs, when others wait for its lock.
+--
+-- The common release, a grant of one hold (not a once run) with nobody
+-- queued on its resource, is done here, in one transaction of four short
+-- statements after the row lock, and needs no other routine; the rest goes
+-- to lr_release.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_release(
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_reason VARCHAR(12),
   IN p_exit_status INT, IN p_term_signal INT)
@@ -1408,24 +1478,60 @@ BEGIN
   DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_galera TINYINT;
   DECLARE v_released, v_woken INT DEFAULT 0;
+  DECLARE v_gid BIGINT UNSIGNED;
+  DECLARE v_res VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_permits BIGINT UNSIGNED;
+  DECLARE v_fast TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt, v_galera);
-  CALL lr_no_transaction('lockrun_release');
+  CALL lr_enter('lockrun_release', IF(p_lease IS NULL, 8, 10), NULL, p_lease, NULL, v_sw, v_lwt, v_galera);
   IF p_lease IS NOT NULL THEN
-    CALL lr_check_id('lease', p_lease);
     IF p_reason IS NULL OR BINARY p_reason NOT IN ('exited', 'signaled', 'lost', 'spawn_failed', 'aborted') THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: reason must be exited, signaled, lost, spawn_failed or aborted';
     END IF;
     IF p_exit_status NOT BETWEEN 0 AND 255 OR p_term_signal NOT BETWEEN 0 AND 127 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: exit_status must be 0-255 and term_signal 0-127, or NULL';
     END IF;
+    -- Under autocommit = 0 the reads before this began a transaction, and
+    -- SET TRANSACTION would fail (1568): end it (the caller had none).
+    COMMIT;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    -- The grant's one resource, unless lr_fresh would say yes (the same
+    -- two primary-key entries).
+    SELECT id INTO v_gid FROM lr_grants
+     WHERE request_id = p_lease AND ended_at IS NULL AND once_window IS NULL
+       AND NOT EXISTS (SELECT 1 FROM lr_routines WHERE name IN ('triggers', 'procedures')
+                        AND (name = 'triggers' OR applied_at > UTC_TIMESTAMP(6) - INTERVAL 60 SECOND));
+    IF v_gid IS NOT NULL THEN
+      SELECT MIN(resource), MIN(permits), COUNT(*) = 1 INTO v_res, v_permits, v_fast
+        FROM lr_holds WHERE grant_id = v_gid;
+    END IF;
+    IF v_fast THEN
+      -- Under the row's lock (every grant, enqueue, sweep and release of
+      -- the resource takes it): the hold still there, nobody queued.
+      SELECT EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_res AND grant_id = v_gid)
+             AND NOT EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_res) INTO v_fast
+        FROM lr_resources WHERE name = v_res FOR UPDATE;
+    END IF;
+    IF v_fast THEN
+      UPDATE lr_resources SET used = IF(used >= v_permits, used - v_permits, 0) WHERE name = v_res;
+      DELETE FROM lr_holds WHERE resource = v_res AND grant_id = v_gid;
+      SET v_released = 1;
+      UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = p_reason,
+             exit_status = p_exit_status, term_signal = p_term_signal
+       WHERE id = v_gid;
+    END IF;
+    COMMIT;
   END IF;
-  CALL lr_release(p_lease, p_reason, p_exit_status, p_term_signal, v_galera, v_released, v_woken);
+  IF NOT v_fast THEN
+    CALL lr_release(p_lease, p_reason, p_exit_status, p_term_signal, v_galera, v_released, v_woken);
+  END IF;
   CALL lr_leave(v_sw, v_lwt);
   SELECT v_released AS released, v_woken AS woken, 3 AS api;
 END//
@@ -1466,10 +1572,7 @@ BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt, v_galera);
-  CALL lr_no_transaction('lockrun_settle');
-  CALL lr_check_id('request', p_request);
-  CALL lr_check_id('lease', p_lease);
+  CALL lr_enter('lockrun_settle', 11, p_request, p_lease, NULL, v_sw, v_lwt, v_galera);
   IF LOCATE('once:', v_itemstr) > 0 THEN
     CALL lr_once_items(v_itemstr, v_once_key, v_period, v_offset);
   END IF;
@@ -1565,8 +1668,7 @@ BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
-  CALL lr_enter(v_sw, v_lwt, v_galera);
-  CALL lr_check_id('lease', p_lease);
+  CALL lr_enter('lockrun_check', 2, NULL, p_lease, NULL, v_sw, v_lwt, v_galera);
   IF p_resource IS NOT NULL AND (BINARY p_resource NOT REGEXP '^(id:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'
                                  OR p_resource REGEXP '[[:cntrl:]]') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: invalid resource: use a lock name, or id:KEY for a key';
@@ -1657,7 +1759,7 @@ BEGIN
   -- the tables over as if newly installed, without a quarantine. Not on a
   -- read-only server (a replica): it does not write them.
   IF NOT @@global.read_only THEN
-    CALL lr_enter(v_sw, v_lwt, v_galera);
+    CALL lr_enter(NULL, 0, NULL, NULL, NULL, v_sw, v_lwt, v_galera);
     CALL lr_epoch(v_galera, v_since, v_until, v_floor);
     CALL lr_leave(v_sw, v_lwt);
   END IF;
