@@ -721,16 +721,19 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 }
 
 /*
- * Called once while the command runs: has the server parse the routines
- * of the release for this connection now (a connection parses a routine
+ * Called once while the command runs: if others were queued behind us when
+ * we were granted, has the server parse the routines of a release that
+ * hands the lock on, for this connection now (a connection parses a routine
  * on its first call; about 1 ms for these, more on a cold CPU), so that the
- * release that hands the lock on later does not spend that time while the
- * next waiter waits. Best effort, one round trip; the cancel flag still
- * cuts it short when the command ends. Nothing to do for named locks only.
+ * release does not spend that time while the next waiter waits. Without
+ * waiters the release most likely takes the short way, which needs none of
+ * them, so the server is spared the work. Best effort, one round trip; the
+ * cancel flag still cuts it short when the command ends. Nothing to do for
+ * named locks only.
  */
 void lr_lock_prepare_release(struct lr_lock *lk)
 {
-	if (!lk->ntable || !lk->grant_id || !lr_db_connected(lk->db))
+	if (!lk->ntable || !lk->grant_id || !lk->followed || !lr_db_connected(lk->db))
 		return;
 	if (lr_call_prepare_release(lk) != LR_CALL_OK)
 		lr_log_debug("preparing the release: %s", lk->err);

@@ -97,6 +97,7 @@ struct lr_lock {
 	bool queued;         /* our waiter rows exist */
 	bool ever_queued;    /* waiter rows may exist: leave the queue when done */
 	bool at_head;        /* no other request ahead of us on any resource */
+	bool followed;       /* granted with others queued behind: prepare the release */
 	unsigned ahead;      /* places ahead, counted up to 10 (Galera pacing) */
 	char wait_for[64];   /* the wake-up lock of the waiter right ahead, checked */
 	char stale_wait[64]; /* one that already fired: never blocked on again */

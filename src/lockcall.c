@@ -129,7 +129,7 @@ static enum lr_call call(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, bool a
 /* Column positions of an answer, looked up by name: the procedures may add
  * columns, and the order is theirs. */
 struct cols {
-	int outcome, grant_id, resource, state, fence, ticket, at_head, ahead, fits, wait_for,
+	int outcome, grant_id, resource, state, fence, ticket, head, at_head, ahead, fits, wait_for,
 	    holder, message, galera, api, places, woken, holds, renewed, used, capacity, permits,
 	    once_window;
 };
@@ -142,6 +142,7 @@ static void find_cols(lr_db *db, struct cols *c)
 	c->state = lr_db_column(db, "state");
 	c->fence = lr_db_column(db, "fence");
 	c->ticket = lr_db_column(db, "ticket");
+	c->head = lr_db_column(db, "head");
 	c->at_head = lr_db_column(db, "at_head");
 	c->ahead = lr_db_column(db, "ahead");
 	c->fits = lr_db_column(db, "fits");
@@ -350,6 +351,7 @@ enum lr_call lr_call_acquire(struct lr_lock *lk, bool enqueue, enum lr_outcome *
 	lk->wait_for[0] = '\0';
 	lk->err[0] = '\0';
 	lk->grant_id = 0;
+	lk->followed = false;
 	while ((row = lr_db_fetch(lk->db))) {
 		struct lr_item *it = lr_lock_find(lk, get(row, c.resource) ? row[c.resource] : "");
 		if (!api_ok(lk, lk->db, &c, row)) {
@@ -370,6 +372,8 @@ enum lr_call lr_call_acquire(struct lr_lock *lk, bool enqueue, enum lr_outcome *
 		if (*out == LR_OUT_GRANTED) {
 			lk->grant_id = num(row, c.grant_id);
 			it->fence = num(row, c.fence);
+			if (get(row, c.head))
+				lk->followed = true;
 		}
 		if (get(row, c.ticket)) {
 			it->ticket = num(row, c.ticket);

@@ -235,20 +235,37 @@ no_rows() {
 	assert_output "$(printf 'Query\tCALL lockrun_acquire\nQuery\tCALL lockrun_release\nQuit\t')"
 }
 
-@test "a command that runs a while has its release prepared once, which releases nothing" {
+@test "a command that runs a while with nobody queued behind sends nothing more" {
 	log_on
-	"$LOCKRUN" -x prep -- sh -c "sleep 0.5; $(rec_cmd "$rec" A)" &
-	local pid=$!
-	pids+=("$pid")
+	"$LOCKRUN" -x prep -- sh -c "sleep 0.5; $(rec_cmd "$rec" A)"
+	run lockrun_log
+	assert_output "$(printf 'Query\tCALL lockrun_acquire\nQuery\tCALL lockrun_release\nQuit\t')"
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status) FROM lr_grants")" "exited 0"
+}
+
+@test "a run granted with others queued behind has its release prepared once, which releases nothing" {
+	"$LOCKRUN" -x prep -- sleep 1 &
+	pids+=($!)
+	lr_wait_eq 1 holds prep
+	log_on
+	# Own places in the database's queue, not the host's: W1 is handed the
+	# lock with W2 behind it.
+	"$LOCKRUN" --no-local-queue -w 30 -x prep -- sh -c "sleep 0.5; $(rec_cmd "$rec" W1)" &
+	local w1=$!
+	pids+=("$w1")
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_waiters WHERE resource = 'prep'"
+	"$LOCKRUN" --no-local-queue -w 30 -x prep -- true &
+	local w2=$!
+	pids+=("$w2")
 	lr_wait_eq 1 sql "SELECT COUNT(*) FROM mysql.general_log WHERE argument LIKE 'CALL lockrun_release(NULL%'"
-	# Prepared while the command runs, and the lock is still held.
+	# Prepared while W1's command runs, and W1 still holds the lock.
 	assert_equal "$(holds prep)" 1
 	[[ ! -s $rec ]] || fail "the command was done before the release was prepared"
-	wait "$pid"
-	run lockrun_log
-	assert_output "$(printf 'Query\tCALL lockrun_acquire\nQuery\tCALL lockrun_release\nQuery\tCALL lockrun_release\nQuit\t')"
+	wait "$w1"
+	wait "$w2"
 	assert_equal "$(sql "SELECT COUNT(*) FROM mysql.general_log WHERE argument LIKE 'CALL lockrun_release(NULL%'")" 1
-	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status) FROM lr_grants")" "exited 0"
+	assert_equal "$(sql "SELECT GROUP_CONCAT(CONCAT(end_reason, ' ', exit_status) ORDER BY id) FROM lr_grants")" \
+		"exited 0,exited 0,exited 0"
 	assert_equal "$(holds prep)" 0
 }
 
@@ -260,12 +277,11 @@ no_rows() {
 	run lockrun_log
 	echo "$output"
 	assert_line --index 0 $'Query\tCALL lockrun_acquire'
-	# Once, early: the release prepared (a release with no lease).
-	assert_line --index 1 $'Query\tCALL lockrun_release'
 	assert_line --index $((${#lines[@]} - 2)) $'Query\tCALL lockrun_release'
 	local renewals
 	renewals=$(grep -cx $'Query\tCALL lockrun_renew' <<<"$output")
 	((renewals >= 2 && renewals <= 4)) || fail "$renewals renewals in 3.5 s"
-	# Nothing but those: acquire, prepare, renewals, release, quit.
-	assert_equal "${#lines[@]}" $((renewals + 4))
+	# Nothing but those: acquire, renewals, release, quit (nobody waits, so
+	# the release is not prepared).
+	assert_equal "${#lines[@]}" $((renewals + 3))
 }
