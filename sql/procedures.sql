@@ -496,7 +496,7 @@ proc: BEGIN
   DECLARE v_cmd VARCHAR(1024);
   DECLARE v_dbu VARCHAR(300);
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_fresh TINYINT;
+  DECLARE v_fresh, v_paused TINYINT;
   DECLARE v_epoch_at, v_until DATETIME(6);
   DECLARE v_floor BIGINT UNSIGNED;
   DECLARE c CURSOR FOR SELECT resource FROM lr_grant_items WHERE grant_id = p_gid ORDER BY resource;
@@ -537,8 +537,11 @@ proc: BEGIN
         SET p_stuck = 1;
         LEAVE head;
       END IF;
-      SELECT used, capacity, kind INTO v_used, v_cap, v_kind FROM lr_resources WHERE name = v_res;
-      IF v_used + v_permits > v_cap THEN
+      SELECT used, capacity, kind, paused_at IS NOT NULL INTO v_used, v_cap, v_kind, v_paused
+        FROM lr_resources WHERE name = v_res;
+      -- Paused (lockrunctl pause): nothing is handed on; resume lets
+      -- the waiters acquire.
+      IF v_paused OR v_used + v_permits > v_cap THEN
         LEAVE head;
       END IF;
       -- A lease is left only by a request of one item (its places are
@@ -653,8 +656,9 @@ proc: BEGIN
   --    be queued on it (so none is ahead, none to sweep, and this request
   --    has no place to leave), no hold past its grace (none at all for a
   --    mutex or key: their `used` is checked against the row), the lease
-  --    new, the epoch this server's and past its quarantine, and not
-  --    lr_fresh's minute. Anything else is decided by lr_acquire.
+  --    new, the epoch this server's and past its quarantine, the
+  --    resource not paused, and not lr_fresh's minute. Anything else is
+  --    decided by lr_acquire.
   IF BINARY p_items REGEXP '^(semaphore:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:[1-9][0-9]{0,6}|(mutex|key|read|write):[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$'
      AND p_items NOT REGEXP '[[:cntrl:]]' THEN
     SET v_kind = SUBSTRING_INDEX(p_items, ':', 1),
@@ -675,15 +679,17 @@ proc: BEGIN
        AND NOT EXISTS (SELECT 1 FROM lr_routines WHERE name IN ('triggers', 'procedures')
                         AND (name = 'triggers' OR applied_at > v_now - INTERVAL 60 SECOND));
     IF v_floor IS NOT NULL THEN
-      SELECT kind, capacity, used, fence INTO v_rkind, v_cap, v_used, v_fence
+      SELECT kind, capacity, used, fence, paused_at IS NULL INTO v_rkind, v_cap, v_used, v_fence, v_fast
         FROM lr_resources WHERE name = v_name FOR UPDATE;
-      IF v_rkind = v_kind AND v_used + v_permits <= v_cap
+      IF v_fast AND v_rkind = v_kind AND v_used + v_permits <= v_cap
          AND (v_kind <> 'semaphore' OR v_permits <= 1000000) THEN
         SELECT NOT EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_name)
            AND NOT EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name
                             AND expires_at <= IF(v_cap = 1, '9999-12-31', v_now - INTERVAL 5000000 MICROSECOND))
            AND NOT EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease)
           INTO v_fast;
+      ELSE
+        SET v_fast = 0;
       END IF;
     END IF;
     IF v_fast THEN
@@ -798,6 +804,8 @@ BEGIN
   DECLARE v_fresh, v_held TINYINT DEFAULT 0;
   DECLARE v_since, v_until DATETIME(6);
   DECLARE v_floor BIGINT UNSIGNED;
+  DECLARE v_paused DATETIME(6);                        -- the resource's pause,
+  DECLARE v_note VARCHAR(255);                         -- and why
   DECLARE c CURSOR FOR SELECT j.name, j.kind, j.permits
     FROM JSON_TABLE(p_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name', kind VARCHAR(10) PATH '$.kind',
                                           permits BIGINT UNSIGNED PATH '$.permits')) j
@@ -842,11 +850,12 @@ BEGIN
     FETCH c INTO v_name, v_kind, v_permits;
     IF v_done THEN LEAVE lock_loop; END IF;
     SET v_nitems = v_nitems + 1, v_found = 0, v_state = NULL, v_msg = NULL;
-    SET v_used = NULL, v_mine = NULL, v_head = NULL;
+    SET v_used = NULL, v_mine = NULL, v_head = NULL, v_paused = NULL, v_note = NULL;
     IF v_kind = 'key' AND v_key IS NULL THEN
       SET v_key = SUBSTRING(v_name, 4);
     END IF;
-    SELECT 1, kind, capacity, fence, ticket INTO v_found, v_rkind, v_cap, v_fence, v_ticket
+    SELECT 1, kind, capacity, fence, ticket, paused_at, pause_note
+      INTO v_found, v_rkind, v_cap, v_fence, v_ticket, v_paused, v_note
       FROM lr_resources WHERE name = v_name FOR UPDATE;
     IF NOT v_found AND v_kind <> 'semaphore' THEN
       -- A name deleted before starts above every token it issued.
@@ -854,7 +863,8 @@ BEGIN
       VALUES (v_name, v_kind, IF(v_kind = 'rwlock', 2147483647, 1),
               COALESCE((SELECT f.fence FROM lr_fence_floor f WHERE f.name = v_name), 0));
       SET v_done = 0;
-      SELECT 1, kind, capacity, fence, ticket INTO v_found, v_rkind, v_cap, v_fence, v_ticket
+      SELECT 1, kind, capacity, fence, ticket, paused_at, pause_note
+        INTO v_found, v_rkind, v_cap, v_fence, v_ticket, v_paused, v_note
         FROM lr_resources WHERE name = v_name FOR UPDATE;
     END IF;
     IF NOT v_found THEN
@@ -864,8 +874,8 @@ BEGIN
       SET v_state = 'invalid', v_msg = CONCAT('''', IF(v_kind = 'key', SUBSTRING(v_name, 4), v_name),
           ''' is a ', v_rkind, ', not a ', v_kind);
     ELSEIF v_permits > v_cap THEN
-      SET v_state = 'invalid', v_msg = CONCAT('asked for ', v_permits, ' permits of semaphore ''',
-          v_name, ''', whose capacity is ', v_cap);
+      SET v_state = 'invalid', v_msg = CONCAT('asked for ', v_permits, ' permit',
+          IF(v_permits = 1, '', 's'), ' of semaphore ''', v_name, ''', whose capacity is ', v_cap);
     ELSE
       IF EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name
                     AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND)
@@ -888,7 +898,13 @@ BEGIN
       -- The grant rule: a held key is never waited for (but a once
       -- item's key is: whether its run succeeds decides ours); the permits
       -- must fit; and no other request may be queued ahead.
-      IF v_kind = 'key' AND v_used > 0 AND NOT v_name <=> v_once_res THEN
+      -- A paused resource (lockrunctl pause) grants nothing: its
+      -- requests wait, as for a busy one.
+      IF v_paused IS NOT NULL THEN
+        SET v_state = 'busy', v_msg = LEFT(CONCAT('''', IF(v_kind = 'key', SUBSTRING(v_name, 4), v_name),
+            ''' is paused since ', DATE_FORMAT(v_paused, '%Y-%m-%d %H:%i:%s'), ' UTC',
+            IF(COALESCE(v_note, '') = '', '', CONCAT(': ', v_note))), 300);
+      ELSEIF v_kind = 'key' AND v_used > 0 AND NOT v_name <=> v_once_res THEN
         SET v_state = 'key_busy', v_msg = CONCAT('another run with --id ''', SUBSTRING(v_name, 4), ''' is still going');
       ELSEIF v_used + v_permits > v_cap THEN
         SET v_state = 'busy', v_msg = CASE
@@ -1155,7 +1171,7 @@ BEGIN
          -- from ever trying; the acquire then recounts it.
          ((SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h
             WHERE h.resource = w.resource AND h.expires_at > v_cut)
-          + w.permits <= r.capacity) AS fits,
+          + w.permits <= r.capacity AND r.paused_at IS NULL) AS fits,
          NOT EXISTS (SELECT 1 FROM lr_waiters a WHERE a.resource = w.resource
                       AND a.ticket < w.ticket AND a.expires_at > v_cut) AS at_head,
          w.ticket - (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = w.resource) AS ahead_max,

@@ -17,12 +17,13 @@ struct set_cap {
 	char msg[256];
 };
 
-/* Appends the audit row of a capacity change (new NULL: deleted). */
+/* Appends the audit row of a change: action 'capacity' (new NULL:
+ * deleted), 'pause' or 'resume', with a note (NULL: none). */
 static void audit_sql(lr_db *db, struct lr_sb *sb, const char *name, long old_cap, long new_cap,
-                      const char *os_user, const char *host)
+                      const char *os_user, const char *host, const char *action, const char *note)
 {
 	lr_sb_puts(sb, "INSERT INTO lr_capacity_audit (resource, old_capacity, new_capacity, "
-	               "db_user, os_user, host, changed_at) VALUES (");
+	               "db_user, os_user, host, changed_at, action, note) VALUES (");
 	lr_db_sb_quote(db, sb, name);
 	if (old_cap < 0)
 		lr_sb_puts(sb, ", NULL");
@@ -36,7 +37,12 @@ static void audit_sql(lr_db *db, struct lr_sb *sb, const char *name, long old_ca
 	lr_db_sb_quote(db, sb, os_user);
 	lr_sb_puts(sb, ", ");
 	lr_db_sb_quote(db, sb, host);
-	lr_sb_puts(sb, ", NOW(6))");
+	lr_sb_printf(sb, ", NOW(6), '%s', ", action);
+	if (note)
+		lr_db_sb_quote(db, sb, note);
+	else
+		lr_sb_puts(sb, "NULL");
+	lr_sb_puts(sb, ")");
 }
 
 static enum lr_txn set_cap_txn(lr_db *db, void *arg)
@@ -86,7 +92,7 @@ static enum lr_txn set_cap_txn(lr_db *db, void *arg)
 	if (!lr_db_query(db, lr_sb_str(&sb)))
 		goto out;
 	lr_sb_reset(&sb);
-	audit_sql(db, &sb, s->name, s->old_cap, s->capacity, s->os_user, s->host);
+	audit_sql(db, &sb, s->name, s->old_cap, s->capacity, s->os_user, s->host, "capacity", NULL);
 	if (lr_db_query(db, lr_sb_str(&sb)))
 		r = LR_TXN_COMMIT;
 out:
@@ -123,27 +129,35 @@ enum lr_admin_result lr_admin_set_capacity(lr_db *db, const char *name, unsigned
 
 /*
  * Lists every resource row: a table for people, JSON, or only the names
- * (one a line, as stored: a key is "id:KEY"; for shell completion). One
- * query, no locks.
+ * (one a line, as stored: a key is "id:KEY"; for shell completion). Used
+ * counts the permits of holds an acquirer counts (not past the sweep
+ * grace), as `status` does; holds past it that no sweep removed yet are
+ * shown apart. One query, no locks.
  */
 bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, FILE *out, char *err, size_t errlen)
 {
 	MYSQL_ROW row;
 	bool first = true;
 
-	if (!lr_db_query(db, "SELECT name, kind, capacity, used, fence, "
-	                     "DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%SZ'), "
-	                     "DATE_FORMAT(updated_at, '%Y-%m-%dT%H:%i:%SZ') "
-	                     "FROM lr_resources ORDER BY name")) {
+	if (!lr_db_query(db, "SELECT r.name, r.kind, r.capacity, COALESCE(SUM(IF(h.expires_at > "
+	                     "NOW(6) - " LR_SQL_GRACE ", h.permits, 0)), 0), r.fence, "
+	                     "DATE_FORMAT(r.created_at, '%Y-%m-%dT%H:%i:%SZ'), "
+	                     "DATE_FORMAT(r.updated_at, '%Y-%m-%dT%H:%i:%SZ'), "
+	                     "COALESCE(SUM(h.expires_at <= NOW(6) - " LR_SQL_GRACE "), 0), "
+	                     "GREATEST(32, MAX(CHAR_LENGTH(r.name)) OVER ()) "
+	                     "FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name "
+	                     "GROUP BY r.name ORDER BY r.name")) {
 		snprintf(err, errlen, "%s", lr_db_error(db));
 		return false;
 	}
 	if (fmt == LR_ADMIN_JSON)
 		fputs("{\"resources\":[", out);
-	else if (fmt == LR_ADMIN_TABLE && lr_db_num_rows(db))
-		fprintf(out, "%-32s %-9s %10s %10s %10s\n", "NAME", "KIND", "CAPACITY", "USED",
-		        "TOKEN");
 	while ((row = lr_db_fetch(db))) {
+		/* The name column as wide as the longest name (up to 64). */
+		int w = atoi(row[8]);
+		if (first && fmt == LR_ADMIN_TABLE)
+			fprintf(out, "%-*s %-9s %10s %10s %10s\n", w, "NAME", "KIND", "CAPACITY",
+			        "USED", "TOKEN");
 		switch (fmt) {
 		case LR_ADMIN_NAMES:
 			/* Names are checked ASCII on the way in; still, never
@@ -156,13 +170,16 @@ bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, FILE *out, char *err, si
 			lr_report_json(out, row[0]);
 			fprintf(out,
 			        ",\"kind\":\"%s\",\"capacity\":%s,\"used\":%s,\"fence\":%s,"
-			        "\"created\":\"%s\",\"updated\":\"%s\"}",
-			        row[1], row[2], row[3], row[4], row[5], row[6]);
+			        "\"created\":\"%s\",\"updated\":\"%s\",\"expired_holds\":%s}",
+			        row[1], row[2], row[3], row[4], row[5], row[6], row[7]);
 			break;
 		default:
-			lr_report_show(out, row[0], SIZE_MAX, 32);
-			fprintf(out, " %-9s %10s %10s %10s\n", row[1],
+			lr_report_show(out, row[0], SIZE_MAX, (size_t)w);
+			fprintf(out, " %-9s %10s %10s %10s", row[1],
 			        strcmp(row[1], "rwlock") == 0 ? "-" : row[2], row[3], row[4]);
+			if (strcmp(row[7], "0") != 0)
+				fprintf(out, "  (%s expired, not swept yet)", row[7]);
+			fputc('\n', out);
 			break;
 		}
 		first = false;
@@ -255,7 +272,7 @@ static enum lr_txn delete_txn(lr_db *db, void *arg)
 		goto out;
 	if (cap >= 0) {
 		lr_sb_reset(&sb);
-		audit_sql(db, &sb, d->name, cap, -1, d->os_user, d->host);
+		audit_sql(db, &sb, d->name, cap, -1, d->os_user, d->host, "capacity", NULL);
 		if (!lr_db_query(db, lr_sb_str(&sb)))
 			goto out;
 	}
@@ -286,6 +303,103 @@ enum lr_admin_result lr_admin_delete(lr_db *db, const char *name, const char *os
 	case LR_TXN_ROLLBACK:
 		snprintf(err, errlen, "%s", d.msg);
 		return d.res;
+	default:
+		return LR_ADMIN_ERROR;
+	}
+}
+
+struct pause {
+	const char *name, *reason, *os_user, *host;
+	bool pause;
+	bool changed;
+	enum lr_admin_result res;
+	char msg[256];
+};
+
+static enum lr_txn pause_txn(lr_db *db, void *arg)
+{
+	struct pause *p = arg;
+	struct lr_sb sb, q;
+	enum lr_txn r = LR_TXN_DBERROR;
+	MYSQL_ROW row;
+	long cap;
+
+	lr_sb_init(&sb);
+	lr_sb_init(&q);
+	lr_db_sb_quote(db, &q, p->name);
+	p->changed = false;
+	lr_sb_printf(&sb,
+	             "SELECT paused_at IS NOT NULL, capacity FROM lr_resources WHERE name = %s "
+	             "FOR UPDATE",
+	             lr_sb_str(&q));
+	if (!lr_db_query(db, lr_sb_str(&sb)))
+		goto out;
+	if (!(row = lr_db_fetch(db))) {
+		snprintf(p->msg, sizeof(p->msg), "no resource '%.80s' (see 'lockrunctl list')",
+		         p->name);
+		p->res = LR_ADMIN_MISSING;
+		r = LR_TXN_ROLLBACK;
+		goto out;
+	}
+	if ((strcmp(row[0], "1") == 0) == p->pause) {
+		r = LR_TXN_ROLLBACK; /* paused already, or not paused: nothing to write */
+		goto out;
+	}
+	cap = strtol(row[1], NULL, 10);
+	lr_sb_reset(&sb);
+	if (p->pause) {
+		lr_sb_puts(&sb, "UPDATE lr_resources SET paused_at = NOW(6), paused_by = "
+		                "CONCAT(CURRENT_USER(), ' (', ");
+		lr_db_sb_quote(db, &sb, p->os_user);
+		lr_sb_puts(&sb, ", '@', ");
+		lr_db_sb_quote(db, &sb, p->host);
+		lr_sb_puts(&sb, ", ')'), pause_note = ");
+		lr_db_sb_quote(db, &sb, p->reason ? p->reason : "");
+	} else {
+		lr_sb_puts(&sb, "UPDATE lr_resources SET paused_at = NULL, paused_by = NULL, "
+		                "pause_note = NULL");
+	}
+	lr_sb_printf(&sb, ", updated_at = NOW(6) WHERE name = %s", lr_sb_str(&q));
+	if (!lr_db_query(db, lr_sb_str(&sb)))
+		goto out;
+	lr_sb_reset(&sb);
+	audit_sql(db, &sb, p->name, cap, cap, p->os_user, p->host, p->pause ? "pause" : "resume",
+	          p->reason);
+	if (lr_db_query(db, lr_sb_str(&sb))) {
+		p->changed = true;
+		r = LR_TXN_COMMIT;
+	}
+out:
+	lr_sb_finish(&sb);
+	lr_sb_finish(&q);
+	return r;
+}
+
+/*
+ * Pauses resource NAME (as stored: a key is "id:KEY"), or resumes it: a
+ * paused resource grants nothing new, hand-offs included, while its
+ * holders run on and its waiters wait (the procedures check paused_at
+ * under the resource row's lock, which this takes too). Records who did
+ * it, from where and why in lr_capacity_audit (action 'pause' or
+ * 'resume'). *changed: false if it was so already (nothing written).
+ * One transaction of three statements, retried on deadlock.
+ */
+enum lr_admin_result lr_admin_pause(lr_db *db, const char *name, bool pause, const char *reason,
+                                    const char *os_user, const char *host, bool *changed, char *err,
+                                    size_t errlen)
+{
+	struct pause p = {
+	    .name = name, .reason = reason, .os_user = os_user, .host = host, .pause = pause};
+
+	*changed = false;
+	switch (lr_txn_run(db, pause_txn, &p, err, errlen)) {
+	case LR_TXN_COMMIT:
+		*changed = p.changed;
+		return LR_ADMIN_OK;
+	case LR_TXN_ROLLBACK:
+		if (p.res != LR_ADMIN_OK)
+			snprintf(err, errlen, "%s", p.msg);
+		return p.res;
 	default:
 		return LR_ADMIN_ERROR;
 	}

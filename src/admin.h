@@ -1,5 +1,6 @@
 /* The SQL of administering resources: capacities and their audit,
- * listing, and deleting a resource (keeping its fence as a floor). */
+ * pausing and resuming, listing, and deleting a resource (keeping its
+ * fence as a floor). Uses db, txn and report. */
 #ifndef LR_ADMIN_H
 #define LR_ADMIN_H
 
@@ -21,6 +22,9 @@ enum lr_admin_result lr_admin_set_capacity(lr_db *db, const char *name, unsigned
                                            char *err, size_t errlen);
 enum lr_admin_format { LR_ADMIN_TABLE, LR_ADMIN_JSON, LR_ADMIN_NAMES };
 bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, FILE *out, char *err, size_t errlen);
+enum lr_admin_result lr_admin_pause(lr_db *db, const char *name, bool pause, const char *reason,
+                                    const char *os_user, const char *host, bool *changed, char *err,
+                                    size_t errlen);
 enum lr_admin_result lr_admin_delete(lr_db *db, const char *name, const char *os_user,
                                      const char *host, unsigned long long *fence, char *err,
                                      size_t errlen);

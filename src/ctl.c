@@ -69,7 +69,7 @@ static void usage(FILE *out)
 	      "\n"
 	      "Commands:\n"
 	      "  init                  create or upgrade the schema (needs DDL privileges)\n"
-	      "  set NAME CAPACITY     create semaphore NAME or change its capacity (0-1000000)\n"
+	      "  set NAME CAPACITY     create semaphore NAME or change its capacity (1-1000000)\n"
 	      "  max-ttl [DURATION]    show or set the longest lease (default 5m); a fail-over\n"
 	      "                        to another server holds new grants back that long\n"
 	      "  status [NAME] [--format=text|json|prometheus]\n"
@@ -78,6 +78,9 @@ static void usage(FILE *out)
 	      "  list [--names]        every resource; --names: only the names, one a line\n"
 	      "  delete NAME           delete a resource nobody holds or waits for; its tokens\n"
 	      "                        are never handed out again\n"
+	      "  pause NAME [--reason TEXT]\n"
+	      "                        grant nothing new on NAME (waiters wait, holders run on)\n"
+	      "  resume NAME           grant again after a pause\n"
 	      "  history [NAME] [--since DURATION] [--limit N]\n"
 	      "                        finished and running grants from the lock log, newest\n"
 	      "                        first (default limit 50)\n"
@@ -99,7 +102,9 @@ static void usage(FILE *out)
 	      "  -c, --config FILE     configuration file (default $LOCKRUN_CONFIG,\n"
 	      "                        then /etc/lockrun.conf)\n"
 	      "  -j, --json            print JSON (status, list, history, sweep, release,\n"
-	      "                        check, doctor)\n"
+	      "                        check, doctor, max-ttl)\n"
+	      "      --format FORMAT   text, or json (the same as --json); status also\n"
+	      "                        prometheus\n"
 	      "  -v, --verbose         say more; twice: every statement\n"
 	      "  -q, --quiet           print errors only (and the data asked for)\n"
 	      "  -h, --help            show this help\n"
@@ -128,6 +133,7 @@ struct ctl {
 	unsigned long limit;
 	const char *reason;
 	enum lr_status_format format;
+	enum lr_status_format asked; /* what --format said */
 	bool names;
 };
 
@@ -379,10 +385,32 @@ static int cmd_list(struct ctl *c, int argc, char **argv)
 	return LR_EXIT_OK;
 }
 
-static int cmd_delete(struct ctl *c, int argc, char **argv)
+/* The exit status of an administrative change, its error logged: 1 no
+ * such resource, 75 refused while in use, 69 the database failed. */
+static int admin_rc(enum lr_admin_result r, const char *err)
+{
+	if (r == LR_ADMIN_OK)
+		return LR_EXIT_OK;
+	lr_log_error("%s", err);
+	return r == LR_ADMIN_MISSING ? LR_EXIT_FAILURE
+	       : r == LR_ADMIN_BUSY  ? LR_EXIT_CONFLICT
+	                             : LR_EXIT_UNAVAILABLE;
+}
+
+/*
+ * delete NAME, pause NAME [--reason TEXT], resume NAME: changes to one
+ * resource that need who does them, from where (for the audit). Deleting
+ * keeps the fence as a floor; a paused resource grants nothing new (its
+ * waiters wait, its holders run on) until resumed. One transaction each
+ * (lr_admin_delete, lr_admin_pause).
+ */
+static int cmd_change(struct ctl *c, int argc, char **argv)
 {
 	char err[1024], *host = NULL, *user = NULL;
 	unsigned long long fence = 0;
+	bool del = strcmp(argv[0], "delete") == 0, pause = strcmp(argv[0], "pause") == 0;
+	bool changed = false;
+	enum lr_admin_result r;
 	int rc = LR_EXIT_UNAVAILABLE;
 
 	(void)argc;
@@ -392,25 +420,18 @@ static int cmd_delete(struct ctl *c, int argc, char **argv)
 		rc = LR_EXIT_SOFTWARE;
 		goto out;
 	}
-	switch (lr_admin_delete(c->db, argv[1], user, host, &fence, err, sizeof(err))) {
-	case LR_ADMIN_OK:
-		if (c->verbosity >= 0)
-			printf("%s: deleted; a new resource of this name starts above token %llu\n",
-			       argv[1], fence);
-		rc = LR_EXIT_OK;
-		break;
-	case LR_ADMIN_MISSING:
-		lr_log_error("%s", err);
-		rc = LR_EXIT_FAILURE;
-		break;
-	case LR_ADMIN_BUSY:
-		lr_log_error("%s", err);
-		rc = LR_EXIT_CONFLICT;
-		break;
-	default:
-		lr_log_error("%s", err);
-		break;
-	}
+	if (del)
+		r = lr_admin_delete(c->db, argv[1], user, host, &fence, err, sizeof(err));
+	else
+		r = lr_admin_pause(c->db, argv[1], pause, c->reason, user, host, &changed, err,
+		                   sizeof(err));
+	if (r == LR_ADMIN_OK && c->verbosity >= 0 && del)
+		printf("%s: deleted; a new resource of this name starts above token %llu\n",
+		       argv[1], fence);
+	else if (r == LR_ADMIN_OK && c->verbosity >= 0)
+		printf("%s: %s%s\n", argv[1], pause ? "paused" : "resumed",
+		       changed ? "" : " (it was already)");
+	rc = admin_rc(r, err);
 out:
 	free(host);
 	free(user);
@@ -581,15 +602,17 @@ static const struct command {
 } commands[] = {
     {"init", 0, 0, 0, cmd_init},
     {"set", 2, 2, 0, cmd_set},
-    {"max-ttl", 0, 1, O_JSON, cmd_max_ttl},
+    {"max-ttl", 0, 1, O_JSON | O_FORMAT, cmd_max_ttl},
     {"status", 0, 1, O_JSON | O_FORMAT, cmd_status},
-    {"list", 0, 0, O_JSON | O_NAMES, cmd_list},
-    {"delete", 1, 1, 0, cmd_delete},
-    {"history", 0, 1, O_JSON | O_SINCE | O_LIMIT, cmd_history},
-    {"sweep", 0, 0, O_JSON | O_RETENTION, cmd_sweep},
-    {"release", 1, 1, O_JSON | O_REASON, cmd_release},
-    {"check", 1, 65, O_JSON, cmd_check},
-    {"doctor", 0, 0, O_JSON, cmd_doctor},
+    {"list", 0, 0, O_JSON | O_FORMAT | O_NAMES, cmd_list},
+    {"delete", 1, 1, 0, cmd_change},
+    {"pause", 1, 1, O_REASON, cmd_change},
+    {"resume", 1, 1, 0, cmd_change},
+    {"history", 0, 1, O_JSON | O_FORMAT | O_SINCE | O_LIMIT, cmd_history},
+    {"sweep", 0, 0, O_JSON | O_FORMAT | O_RETENTION, cmd_sweep},
+    {"release", 1, 1, O_JSON | O_FORMAT | O_REASON, cmd_release},
+    {"check", 1, 65, O_JSON | O_FORMAT, cmd_check},
+    {"doctor", 0, 0, O_JSON | O_FORMAT, cmd_doctor},
 };
 
 static const char *const opt_names[] = {"--json",   "--since",  "--limit", "--retention",
@@ -613,6 +636,16 @@ static bool arity(const char *cmd, int have, int min, int max)
 	return false;
 }
 
+/* Characters (not bytes) of UTF-8 text. */
+static size_t utf8_chars(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xC0) != 0x80;
+	return n;
+}
+
 /* Everything about the command line that can be checked before
  * connecting: the command exists, takes these options and this many
  * arguments, and its names and numbers are well-formed. */
@@ -620,6 +653,7 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 {
 	const struct command *cmd = NULL;
 	unsigned extra;
+	size_t chars;
 
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[0], commands[i].name) == 0)
@@ -637,6 +671,21 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 				return NULL;
 			}
 	}
+	/* --format=json is --json, for every command that prints JSON; only
+	 * status speaks Prometheus; and two options that disagree are an
+	 * error, not a silent choice. */
+	if ((c->given & O_FORMAT) && c->asked == LR_STATUS_PROMETHEUS &&
+	    strcmp(cmd->name, "status") != 0) {
+		lr_log_error(
+		    "--format=prometheus applies to 'status' only; '%s' prints text or json",
+		    cmd->name);
+		return NULL;
+	}
+	if ((c->given & O_FORMAT) && (c->given & O_JSON) && c->asked != LR_STATUS_JSON) {
+		lr_log_error("--json and --format=%s disagree; give one of them",
+		             c->asked == LR_STATUS_TEXT ? "text" : "prometheus");
+		return NULL;
+	}
 	if (!arity(cmd->name, argc - 1, cmd->min, cmd->max))
 		return NULL;
 	if (strcmp(cmd->name, "set") == 0) {
@@ -650,6 +699,14 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 			             argv[2]);
 			return NULL;
 		}
+		/* Capacity 0 made every run fail as a usage error (64); to
+		 * stop new runs for a while, they should wait instead. */
+		if (cap == 0) {
+			lr_log_error("capacity 0 would make every run of '%s' fail; to hold new "
+			             "runs back (they wait), use 'lockrunctl pause %s'",
+			             argv[1], argv[1]);
+			return NULL;
+		}
 	} else if (strcmp(cmd->name, "max-ttl") == 0 && argc > 1) {
 		double s;
 		if (!lr_duration_parse(argv[1], 86400, &s) || s < 1) {
@@ -659,23 +716,22 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 			return NULL;
 		}
 	} else if ((strcmp(cmd->name, "status") == 0 || strcmp(cmd->name, "delete") == 0 ||
-	            strcmp(cmd->name, "history") == 0) &&
+	            strcmp(cmd->name, "history") == 0 || strcmp(cmd->name, "pause") == 0 ||
+	            strcmp(cmd->name, "resume") == 0) &&
 	           argc > 1 && !name_arg(argv[1])) {
 		return NULL;
 	} else if (strcmp(cmd->name, "release") == 0) {
 		const char *r = c->reason;
-		size_t chars = 0;
 		if (!r || !r[strspn(r, " \t\n")]) {
 			lr_log_error("release needs --reason TEXT: why the grant is released, for "
 			             "the lock log");
 			return NULL;
 		}
-		for (; *r; r++)
-			chars += ((unsigned char)*r & 0xC0) != 0x80;
-		if (chars > 255) {
-			lr_log_error("--reason is %zu characters long; at most 255", chars);
-			return NULL;
-		}
+	}
+	/* The lock log keeps 255 characters of a reason. */
+	if (c->reason && (chars = utf8_chars(c->reason)) > 255) {
+		lr_log_error("--reason is %zu characters long; at most 255", chars);
+		return NULL;
 	}
 	return cmd;
 }
@@ -743,7 +799,10 @@ static bool take_option(struct ctl *c, int opt, const char *arg)
 			             arg);
 			return false;
 		}
-		c->json = c->format == LR_STATUS_JSON;
+		c->asked = c->format;
+		c->json = c->format == LR_STATUS_JSON || (c->given & O_JSON);
+		if (c->given & O_JSON)
+			c->format = LR_STATUS_JSON;
 		return true;
 	}
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "duration.h"
+#include "lock.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -29,10 +30,22 @@ enum {
 	C_BY_HOST,
 	C_NOTE,
 	C_ITEMS,
+	C_LAPSED,
 	C_NCOLS
 };
 
 #define TS(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%S.%fZ')"
+
+/* A running grant's lease ends when its last hold expires (or, holding
+ * nothing, a ttl after its last renewal); past that by the sweep grace it
+ * is over, as for every acquirer and for `status`, though no sweep wrote
+ * its end yet: shown as expired then, ending at its lease's end, as the
+ * sweep will record it. hx: each grant's latest hold expiry. */
+#define LEASE_END                                                                                  \
+	"COALESCE(hx.until, COALESCE(g.renewed_at, g.acquired_at) + INTERVAL g.ttl_ms * 1000 "     \
+	"MICROSECOND)"
+#define LAPSED "(g.ended_at IS NULL AND " LEASE_END " <= NOW(6) - " LR_SQL_GRACE ")"
+#define ENDED  "COALESCE(g.ended_at, IF(" LAPSED ", " LEASE_END ", NULL))"
 
 /* Items come as "resource|kind|permits|fence,..." (names never hold '|'
  * or ','; fence "-" when none was handed out). Calls fn per item. */
@@ -105,6 +118,8 @@ static void json_run(FILE *out, MYSQL_ROW r, bool first)
 	json_num(out, "pid", r[C_PID]);
 	json_num(out, "exit_status", r[C_STATUS]);
 	json_num(out, "signal", r[C_SIGNAL]);
+	fprintf(out, ",\"not_swept\":%s",
+	        r[C_LAPSED] && strcmp(r[C_LAPSED], "1") == 0 ? "true" : "false");
 	if (r[C_WAIT_US])
 		fprintf(out, ",\"wait_s\":%.3f", strtod(r[C_WAIT_US], NULL) / 1e6);
 	else
@@ -119,6 +134,8 @@ static const char *how_ended(MYSQL_ROW r, char *buf, size_t len)
 {
 	if (!r[C_ENDED])
 		snprintf(buf, len, "running");
+	else if (r[C_LAPSED] && strcmp(r[C_LAPSED], "1") == 0)
+		snprintf(buf, len, "expired, not swept yet");
 	else if (r[C_REASON] && strcmp(r[C_REASON], "exited") == 0 && r[C_STATUS])
 		snprintf(buf, len, "exited %s", r[C_STATUS]);
 	else if (r[C_REASON] && strcmp(r[C_REASON], "signaled") == 0 && r[C_SIGNAL])
@@ -188,17 +205,18 @@ bool lr_history_print(lr_db *db, const struct lr_history_query *q, bool json, FI
 	if (!lr_db_query(db, "SET SESSION group_concat_max_len = 1048576"))
 		goto fail;
 	lr_sb_puts(&sb, "SELECT g.id, " TS("g.requested_at") ", " TS("g.acquired_at") ", " TS(
-	                    "g.ended_at") ", g.end_reason, g.exit_status, g.term_signal, g.host, "
-	                                  "g.pid, g.os_user, g.db_user, g.command, "
-	                                  "TIMESTAMPDIFF(MICROSECOND, g.requested_at, "
-	                                  "g.acquired_at), TIMESTAMPDIFF(MICROSECOND, "
-	                                  "g.acquired_at, COALESCE(g.ended_at, NOW(6))), "
-	                                  "g.released_by, g.released_os_user, g.released_host, "
-	                                  "g.release_note, (SELECT GROUP_CONCAT(CONCAT_WS('|', "
-	                                  "i.resource, i.kind, i.permits, COALESCE(i.fence, '-')) "
-	                                  "ORDER BY i.resource SEPARATOR ',') FROM lr_grant_items "
-	                                  "i WHERE i.grant_id = g.id) FROM lr_grants g "
-	                                  "WHERE g.ttl_ms > 0");
+	                    ENDED) ", COALESCE(g.end_reason, IF(" LAPSED ", 'expired', NULL)), "
+	                           "g.exit_status, g.term_signal, g.host, g.pid, g.os_user, "
+	                           "g.db_user, g.command, TIMESTAMPDIFF(MICROSECOND, "
+	                           "g.requested_at, g.acquired_at), TIMESTAMPDIFF(MICROSECOND, "
+	                           "g.acquired_at, COALESCE(" ENDED ", NOW(6))), g.released_by, "
+	                           "g.released_os_user, g.released_host, g.release_note, "
+	                           "(SELECT GROUP_CONCAT(CONCAT_WS('|', i.resource, i.kind, "
+	                           "i.permits, COALESCE(i.fence, '-')) ORDER BY i.resource "
+	                           "SEPARATOR ',') FROM lr_grant_items i WHERE i.grant_id = "
+	                           "g.id), " LAPSED " FROM lr_grants g LEFT JOIN (SELECT "
+	                           "grant_id, MAX(expires_at) AS until FROM lr_holds GROUP BY "
+	                           "grant_id) hx ON hx.grant_id = g.id WHERE g.ttl_ms > 0");
 	if (q->name) {
 		lr_sb_puts(&sb, " AND g.id IN (SELECT f.grant_id FROM lr_grant_items f "
 		                "WHERE f.resource = ");
@@ -209,8 +227,7 @@ bool lr_history_print(lr_db *db, const struct lr_history_query *q, bool json, FI
 	}
 	if (q->since)
 		lr_sb_printf(&sb,
-		             " AND (g.ended_at IS NULL OR g.ended_at >= NOW(6) - INTERVAL %llu "
-		             "SECOND)",
+		             " AND COALESCE(" ENDED ", NOW(6)) >= NOW(6) - INTERVAL %llu SECOND",
 		             q->since);
 	lr_sb_printf(&sb, " ORDER BY g.acquired_at DESC, g.id DESC LIMIT %lu", q->limit);
 	if (!lr_db_query(db, lr_sb_str(&sb)))

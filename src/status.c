@@ -18,6 +18,9 @@ struct res_row {
 	unsigned long long expired; /* holds past their expiry, not swept yet */
 	unsigned long long waiters; /* queued requests, live */
 	double oldest_wait;         /* seconds the longest-waiting request has waited */
+	double oldest_hold;         /* seconds the longest live hold has been held */
+	char *paused_at;            /* NULL unless paused (lockrunctl pause) */
+	char *paused_by, *pause_note;
 };
 
 static const char *used_text(const struct res_row *r, char *buf, size_t len)
@@ -42,6 +45,9 @@ static void free_rows(struct res_row *res, size_t n)
 	for (size_t i = 0; res && i < n; i++) {
 		free(res[i].name);
 		free(res[i].kind);
+		free(res[i].paused_at);
+		free(res[i].paused_by);
+		free(res[i].pause_note);
 	}
 	free(res);
 }
@@ -71,9 +77,15 @@ static bool load_resources(lr_db *db, const char *where, struct res_row **out, s
 	             "AND w.expires_at > NOW(6) - " LR_SQL_GRACE "), "
 	             "(SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(w.since), NOW(6)), 0) "
 	             "FROM lr_waiters w WHERE w.resource = r.name "
-	             "AND w.expires_at > NOW(6) - " LR_SQL_GRACE ") "
+	             "AND w.expires_at > NOW(6) - " LR_SQL_GRACE "), "
+	             "(SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(g.acquired_at), NOW(6)), 0) "
+	             "FROM lr_holds o JOIN lr_grants g ON g.id = o.grant_id "
+	             "WHERE o.resource = r.name AND o.expires_at > NOW(6) - " LR_SQL_GRACE "), "
+	             "DATE_FORMAT(r.paused_at, '%%Y-%%m-%%dT%%H:%%i:%%sZ'), r.paused_by, "
+	             "r.pause_note "
 	             "FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name %s "
-	             "GROUP BY r.name, r.kind, r.capacity, r.fence ORDER BY r.name",
+	             "GROUP BY r.name, r.kind, r.capacity, r.fence, r.paused_at, r.paused_by, "
+	             "r.pause_note ORDER BY r.name",
 	             where);
 	ok = lr_db_query(db, lr_sb_str(&sb));
 	lr_sb_finish(&sb);
@@ -93,8 +105,13 @@ static bool load_resources(lr_db *db, const char *where, struct res_row **out, s
 		r->expired = strtoull(row[6], NULL, 10);
 		r->waiters = strtoull(row[7], NULL, 10);
 		r->oldest_wait = strtod(row[8], NULL) / 1e6;
+		r->oldest_hold = strtod(row[9], NULL) / 1e6;
+		r->paused_at = row[10] ? strdup(row[10]) : NULL;
+		r->paused_by = row[11] ? strdup(row[11]) : NULL;
+		r->pause_note = row[12] ? strdup(row[12]) : NULL;
 		(*n)++;
-		if (!r->name || !r->kind)
+		if (!r->name || !r->kind || (row[10] && !r->paused_at) ||
+		    (row[11] && !r->paused_by) || (row[12] && !r->pause_note))
 			break;
 	}
 	*out = res;
@@ -208,6 +225,8 @@ static void text_party(FILE *out, MYSQL_ROW h, unsigned pos)
 		fprintf(out, ", held %s, token %s, lease %s left\n",
 		        lr_duration_format(age, d1, sizeof(d1)), h[C_ORDER],
 		        lr_duration_format(left, d2, sizeof(d2)));
+	else if (strcmp(h[C_PERMITS], "2147483647") == 0) /* a write lock's: all */
+		fprintf(out, ", waiting %s, to write\n", lr_duration_format(age, d1, sizeof(d1)));
 	else
 		fprintf(out, ", waiting %s, %s permit%s\n", lr_duration_format(age, d1, sizeof(d1)),
 		        h[C_PERMITS], strcmp(h[C_PERMITS], "1") ? "s" : "");
@@ -270,6 +289,11 @@ static bool print_people(lr_db *db, const char *where, bool named, const struct 
 		return false;
 	if (json)
 		fputs("{\"resources\":[", out);
+	/* The name column as wide as the longest name (up to 64). */
+	size_t width = 32;
+	for (size_t i = 0; i < nres; i++)
+		if (strlen(lr_report_name(res[i].name, res[i].kind)) > width)
+			width = strlen(lr_report_name(res[i].name, res[i].kind));
 	for (size_t i = 0; i < nres; i++) {
 		const struct res_row *r = &res[i];
 		char buf[64];
@@ -284,11 +308,29 @@ static bool print_people(lr_db *db, const char *where, bool named, const struct 
 			    out,
 			    ",\"capacity\":%lu,\"used\":%llu,\"fence\":%llu,\"expired_holds\":%llu",
 			    r->capacity, r->used, r->fence, r->expired);
+			fprintf(out, ",\"oldest_hold_s\":%.3f,\"paused\":", r->oldest_hold);
+			if (r->paused_at) {
+				fprintf(out, "{\"since\":\"%s\",\"by\":", r->paused_at);
+				lr_report_json_or_null(out, r->paused_by);
+				fputs(",\"reason\":", out);
+				lr_report_json_or_null(out, r->pause_note);
+				fputc('}', out);
+			} else {
+				fputs("null", out);
+			}
 		} else {
-			lr_report_show(out, lr_report_name(r->name, r->kind), SIZE_MAX, 32);
+			lr_report_show(out, lr_report_name(r->name, r->kind), SIZE_MAX, width);
 			fprintf(out, " %-9s %s", r->kind, used_text(r, buf, sizeof(buf)));
 			if (r->expired)
 				fprintf(out, ", %llu expired", r->expired);
+			if (r->paused_at) {
+				fprintf(out, ", PAUSED since %s by ", r->paused_at);
+				lr_report_show(out, r->paused_by, 40, 0);
+				if (r->pause_note && *r->pause_note) {
+					fputs(": ", out);
+					lr_report_show(out, r->pause_note, 60, 0);
+				}
+			}
 			fputc('\n', out);
 		}
 		/* Rows come sorted by resource: walk them alongside. Stored rows
@@ -348,9 +390,9 @@ static void prom_label(FILE *out, const char *s)
 	}
 }
 
-static void prom_head(FILE *out, const char *metric, const char *help)
+static void prom_head(FILE *out, const char *metric, const char *help, const char *type)
 {
-	fprintf(out, "# HELP lockrun_%s %s\n# TYPE lockrun_%s gauge\n", metric, help, metric);
+	fprintf(out, "# HELP lockrun_%s %s\n# TYPE lockrun_%s %s\n", metric, help, metric, type);
 }
 
 /* The end reasons of lr_grants.end_reason, in the schema's order. */
@@ -379,7 +421,12 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 	    {"resource_waiters", "Requests queued for the resource."},
 	    {"resource_oldest_wait_seconds", "How long the longest-waiting request has waited."},
 	    {"resource_expired_holds", "Holds whose lease expired but that nobody swept yet."},
-	    {"resource_fence", "The last fencing token handed out."},
+	    {"resource_oldest_hold_seconds", "How long the longest live hold has been held "
+	                                     "(0: none)."},
+	    {"resource_paused", "1 while the resource is paused (lockrunctl pause): it grants "
+	                        "nothing new."},
+	    {"resource_fence_total", "The last fencing token handed out: one more per grant, "
+	                             "never less."},
 	};
 	unsigned long long *ended = NULL;
 	struct lr_sb sb;
@@ -408,7 +455,8 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 		}
 	}
 	for (size_t f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
-		prom_head(out, fams[f].metric, fams[f].help);
+		prom_head(out, fams[f].metric, fams[f].help,
+		          strstr(fams[f].metric, "_total") ? "counter" : "gauge");
 		for (size_t i = 0; i < nres; i++) {
 			const struct res_row *r = &res[i];
 			fprintf(out, "lockrun_%s{resource=\"", fams[f].metric);
@@ -433,6 +481,12 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 			case 5:
 				fprintf(out, "%llu\n", r->expired);
 				break;
+			case 6:
+				fprintf(out, "%.3f\n", r->oldest_hold);
+				break;
+			case 7:
+				fprintf(out, "%d\n", r->paused_at != NULL);
+				break;
 			default:
 				fprintf(out, "%llu\n", r->fence);
 				break;
@@ -440,7 +494,7 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 		}
 	}
 	prom_head(out, "grants_ended_last_hour",
-	          "Grants of the resource that ended in the last hour, by end reason.");
+	          "Grants of the resource that ended in the last hour, by end reason.", "gauge");
 	for (size_t i = 0; i < nres; i++) {
 		for (size_t k = 0; k < NREASONS; k++) {
 			fputs("lockrun_grants_ended_last_hour{resource=\"", out);
@@ -453,19 +507,22 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 	if (load_epoch(db, &e)) {
 		prom_head(out, "epoch",
 		          "The fail-over epoch: one more each time another server "
-		          "took over the lock tables.");
+		          "took over the lock tables.",
+		          "gauge");
 		fprintf(out, "lockrun_epoch %s\n", e.n);
 		prom_head(out, "quarantine_seconds",
-		          "How long new grants are still held back after a fail-over (0: none).");
+		          "How long new grants are still held back after a fail-over (0: none).",
+		          "gauge");
 		fprintf(out, "lockrun_quarantine_seconds %.3f\n", e.quarantine_s);
 		prom_head(out, "max_ttl_seconds",
-		          "The longest lease this database grants, and a fail-over's quarantine.");
+		          "The longest lease this database grants, and a fail-over's quarantine.",
+		          "gauge");
 		fprintf(out, "lockrun_max_ttl_seconds %.3f\n", e.max_ttl_s);
 	}
 	if (!lr_db_query(db, "SELECT UNIX_TIMESTAMP(NOW(6))") || !(row = lr_db_fetch(db)))
 		goto out;
 	prom_head(out, "status_time_seconds",
-	          "When these figures were read, by the database server's clock.");
+	          "When these figures were read, by the database server's clock.", "gauge");
 	fprintf(out, "lockrun_status_time_seconds %s\n", row[0]);
 	ok = true;
 out:

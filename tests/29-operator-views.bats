@@ -1,0 +1,84 @@
+#!/usr/bin/env bats
+#
+# What an operator reads agrees with what the locks do: status, list and
+# history count a hold past its lease (by more than the sweep grace) as
+# over, before any sweep, as every acquirer does; and the output format
+# options mean the same for every command. Judged from what lockrunctl
+# prints and its exit status. Resource names start with ov-.
+
+load helpers/common
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	pids=()
+}
+
+teardown() {
+	kill_pids
+}
+
+c() {
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" "$@"
+}
+
+@test "after a kill -9 of lockrun: status, list and history all say the lease is over, then the sweep records it" {
+	"$LOCKRUN" --ttl 2 --kill-after 0.2 -x ov-kill -- sleep 60 3>&- &
+	local pid=$!
+	pids+=("$pid")
+	lr_wait_eq 1 holds ov-kill
+	local g
+	g=$(sql "SELECT MAX(g.id) FROM lr_grants g JOIN lr_holds h ON h.grant_id = g.id WHERE h.resource = 'ov-kill'")
+	kill -KILL "$pid"
+	# Running while the lease (2 s) and the grace (5 s) last.
+	run c history ov-kill --limit 1
+	assert_line --index 0 --regexp "^grant $g .* running$"
+	lapsed() { [[ $(sql "SELECT COUNT(*) FROM lr_holds WHERE resource = 'ov-kill'
+		AND expires_at <= UTC_TIMESTAMP(6) - INTERVAL 5 SECOND") == 1 ]]; }
+	lr_wait_for -t 15 lapsed
+	run c status ov-kill
+	assert_output --partial "EXPIRED"
+	run c list
+	assert_line --regexp '^ov-kill +mutex +1 +0 +[0-9]+  \(1 expired, not swept yet\)$'
+	run c list --json
+	assert_output --regexp '"name":"ov-kill","kind":"mutex","capacity":1,"used":0,.*"expired_holds":1'
+	run c history ov-kill --limit 1
+	assert_line --index 0 --regexp "^grant $g .* held [0-9.]+s  expired, not swept yet$"
+	run c history ov-kill --limit 1 --json
+	assert_output --regexp '"end_reason":"expired".*"not_swept":true'
+	# The end shown is the lease's end, as the sweep will record it.
+	local shown
+	shown=$(c history ov-kill --limit 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["ended"])')
+	c -q sweep
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', DATE_FORMAT(ended_at, '%Y-%m-%dT%H:%i:%S.%fZ'))
+		FROM lr_grants WHERE id = $g")" "expired $shown"
+	run c history ov-kill --limit 1 --json
+	assert_output --regexp '"end_reason":"expired".*"not_swept":false'
+	run c list
+	assert_line --regexp '^ov-kill +mutex +1 +0 +[0-9]+$'
+}
+
+@test "--format=json is --json for list, history and the others; prometheus is for status only; disagreeing options are 64" {
+	"$LOCKRUN" -x ov-fmt -- true
+	local a b
+	a=$(c list --json) b=$(c list --format=json)
+	assert_equal "$b" "$a"
+	a=$(c history ov-fmt --json) b=$(c history ov-fmt --format=json)
+	assert_equal "$b" "$a"
+	a=$(c list) b=$(c list --format=text)
+	assert_equal "$b" "$a"
+	run c list --format=prometheus
+	assert_failure 64
+	assert_output "lockrunctl: --format=prometheus applies to 'status' only; 'list' prints text or json"
+	run c status --json --format=prometheus
+	assert_failure 64
+	assert_output "lockrunctl: --json and --format=prometheus disagree; give one of them"
+	run c history --format=text --json
+	assert_failure 64
+	assert_output "lockrunctl: --json and --format=text disagree; give one of them"
+	run c status --json --format=json
+	assert_success
+	run c status --format=prometheus
+	assert_success
+	assert_output --partial "lockrun_"
+}
