@@ -3,7 +3,10 @@
 # lockrun as a container's only process: PID 1 of a PID namespace of its
 # own (unshare), as in a container without an init. It reaps the orphans
 # that are reparented to it, as tini does, and still exits with its
-# command's status; outside PID 1 it reaps its command only.
+# command's status; outside PID 1 it reaps its command only. And the
+# Kubernetes example (contrib/kubernetes/cronjob.yaml): its numbers obey
+# the rules of contrib/kubernetes/README.md, and lockrun accepts its
+# command line and configuration.
 #
 # The commands judge from inside what lockrun cannot tell them (their
 # parent, the states in /proc) and write it to a record file; the tests
@@ -140,4 +143,150 @@ gone() { ! kill -0 "$1" 2>/dev/null; }
 	assert_equal "$rc" 143
 	assert_equal "$(holds)" 0
 	assert_equal "$(sql "SELECT end_reason, term_signal FROM lr_grants")" "$(printf 'signaled\t15')"
+}
+
+# --- the Kubernetes example ---------------------------------------------------
+
+# example_facts: reads contrib/kubernetes/cronjob.yaml (python3-yaml) into
+# $BATS_TEST_TMPDIR/k8s/: facts (one "KEY VALUE" a line), argv (the
+# container's command, one argument a line) and lockrun.conf (the
+# ConfigMap's).
+example_facts() {
+	local dir=$BATS_TEST_TMPDIR/k8s
+	mkdir -p "$dir"
+	python3 - "$LR_SRC/contrib/kubernetes/cronjob.yaml" "$dir" <<-'EOF'
+		import configparser, os, sys, yaml
+		path, out = sys.argv[1], sys.argv[2]
+		docs = [d for d in yaml.safe_load_all(open(path)) if d]
+		cm = next(d for d in docs if d["kind"] == "ConfigMap")
+		cj = next(d for d in docs if d["kind"] == "CronJob")
+		job = cj["spec"]["jobTemplate"]["spec"]
+		pod = job["template"]["spec"]
+		(c,) = pod["containers"]
+		argv = c["command"] + c.get("args", [])
+		opts = {}
+		i = 0
+		while argv[i] != "--":
+		    a = argv[i]
+		    if "=" in a and a.startswith("--"):
+		        k, v = a.split("=", 1)
+		        opts[k] = v
+		    elif a in ("--ttl", "--kill-after", "--wait", "-w"):
+		        opts[a], i = argv[i + 1], i + 1
+		    i += 1
+		conf_text = cm["data"]["lockrun.conf"]
+		conf = configparser.ConfigParser(inline_comment_prefixes=(" ;",))
+		conf.read_string(conf_text)
+		db = conf["database"]
+		env = {e["name"]: e.get("value") for e in c.get("env", [])}
+		mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+		vols = {v["name"]: v for v in pod.get("volumes", [])}
+		def mount_of(kind):
+		    """Where the container mounts the volume of that kind, and its source."""
+		    for v, spec in vols.items():
+		        if kind in spec:
+		            return mounts.get(v), spec[kind]
+		    return None, None
+		cm_dir, cm_src = mount_of("configMap")
+		pw_dir, secret = mount_of("secret")
+		facts = {
+		    "policy": cj["spec"].get("concurrencyPolicy", "Allow"),
+		    "grace": pod.get("terminationGracePeriodSeconds", 30),
+		    "deadline": job.get("activeDeadlineSeconds", "none"),
+		    "ttl": opts.get("--ttl", "none"),
+		    "kill_after": opts.get("--kill-after", "none"),
+		    "wait": opts.get("--wait", opts.get("-w", "none")),
+		    "connect_timeout": db.get("connect_timeout", "5"),
+		    "read_timeout": db.get("read_timeout", "10"),
+		    "argv0": os.path.basename(argv[0]),
+		    "shared_pid_ns": pod.get("shareProcessNamespace", False),
+		    "own_hostname": "hostname" in pod or pod.get("hostNetwork", False),
+		    "config_in_configmap": cm_src is not None
+		        and cm_src["name"] == cm["metadata"]["name"]
+		        and env.get("LOCKRUN_CONFIG") == f"{cm_dir}/lockrun.conf",
+		    "password_in_secret": secret is not None
+		        and os.path.dirname(db.get("password_file", "")) == pw_dir,
+		    "secret_mode": oct(secret.get("defaultMode", 0o644)) if secret else "none",
+		}
+		with open(f"{out}/facts", "w") as f:
+		    for k, v in facts.items():
+		        print(k, v, file=f)
+		with open(f"{out}/argv", "w") as f:
+		    for a in argv:
+		        print(a, file=f)
+		with open(f"{out}/lockrun.conf", "w") as f:
+		    f.write(conf_text)
+	EOF
+}
+
+# fact KEY: a value example_facts found.
+fact() {
+	awk -v k="$1" '$1 == k { print $2 }' "$BATS_TEST_TMPDIR/k8s/facts"
+}
+
+# at_least A B WHAT: fail unless A >= B (decimals allowed), naming WHAT.
+at_least() {
+	awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }' ||
+		fail "$3: $1 is below $2"
+}
+
+@test "the Kubernetes example: its numbers obey the rules of its README" {
+	example_facts
+	local ttl kill_after wait grace release sweep
+	ttl=$(fact ttl) kill_after=$(fact kill_after) wait=$(fact wait) grace=$(fact grace)
+	[[ $ttl != none && $kill_after != none && $wait != none ]] ||
+		fail "--ttl, --kill-after and --wait must be on the command line: $(cat "$BATS_TEST_TMPDIR/k8s/facts")"
+	# The sweep grace after a lease runs out, as lockrun has it.
+	sweep=$(awk '$2 == "LR_SWEEP_GRACE_MS" { print $3 / 1000 }' "$LR_SRC/src/lock.h")
+	[[ -n $sweep ]] || fail "no LR_SWEEP_GRACE_MS in src/lock.h"
+	# lockrun's own check: the lease outlasts two renewals and the kill.
+	at_least "$ttl" "$(awk -v k="$kill_after" 'BEGIN { print (k + 0.25) / (1 / 3 - 0.01) }')" \
+		"--ttl against (--kill-after + 0.25 s) / (1/3 - 0.01)"
+	# The grace period: the command's stop, then a release on a new
+	# connection.
+	release=$(($(fact connect_timeout) + $(fact read_timeout)))
+	at_least "$grace" "$(awk -v k="$kill_after" -v r="$release" 'BEGIN { print k + r }')" \
+		"terminationGracePeriodSeconds against --kill-after + connect_timeout + read_timeout"
+	# A run after a killed pod waits out the lease that pod left.
+	at_least "$wait" "$(awk -v t="$ttl" -v s="$sweep" 'BEGIN { print t + s }')" \
+		"--wait against --ttl + the sweep grace"
+	[[ $(fact deadline) != none ]] || fail "no activeDeadlineSeconds"
+	at_least "$(fact deadline)" "$(awk -v w="$wait" 'BEGIN { print w + 1 }')" \
+		"activeDeadlineSeconds against --wait"
+	assert_equal "$(fact policy)" Forbid
+	# lockrun is PID 1 of the container, and its host name the pod's.
+	assert_equal "$(fact argv0)" lockrun
+	assert_equal "$(fact shared_pid_ns)" False
+	assert_equal "$(fact own_hostname)" False
+	# The config from the ConfigMap, the password from the Secret's file,
+	# readable by its owner only.
+	assert_equal "$(fact config_in_configmap)" True
+	assert_equal "$(fact password_in_secret)" True
+	assert_equal "$(fact secret_mode)" 0o400
+}
+
+@test "the Kubernetes example: lockrun takes its command line and config, as PID 1 named like a pod" {
+	example_facts
+	local dir=$BATS_TEST_TMPDIR/k8s argv=() pod=hourly-report-29411537-x7k2q rc=0
+	mapfile -t argv <"$dir/argv"
+	# The example's config, pointed at the suite's server and files.
+	sed -i -e "s|^host = .*|host = 127.0.0.1|" -e "s|^port = .*|port = $LR_PORT|" \
+		-e "s|^password_file = .*|password_file = $LR_DB/lockrun.pw|" \
+		-e "s|^ssl_ca = .*|ssl_ca = $LR_TLS/ca.pem|" "$dir/lockrun.conf"
+	chmod 600 "$dir/lockrun.conf"
+	# Its lockrun, with a command that records its parent instead of the
+	# report.
+	argv[0]=$LOCKRUN
+	local i
+	for i in "${!argv[@]}"; do [[ ${argv[i]} == -- ]] && break; done
+	# shellcheck disable=SC2016
+	argv=("${argv[@]:0:i+1}" sh -c 'echo "parent $PPID fence $LOCKRUN_FENCE" >"$1"' sh "$rec")
+	# shellcheck disable=SC2016
+	unshare -u -p -f --mount-proc sh -c 'echo "$1" >/proc/sys/kernel/hostname; shift; exec "$@"' \
+		sh "$pod" env LOCKRUN_CONFIG="$dir/lockrun.conf" "${argv[@]}" 2>"$dir/err" || rc=$?
+	assert_equal "$rc" 0
+	assert_equal "$(cat "$dir/err")" ""
+	assert_equal "$(cat "$rec")" "parent 1 fence 1"
+	assert_equal "$(sql "SELECT host, end_reason, exit_status FROM lr_grants")" \
+		"$(printf '%s\texited\t0' "$pod")"
 }
