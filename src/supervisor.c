@@ -31,6 +31,7 @@ struct lr_sup {
 	pid_t pid;             /* 0 before spawn; also the child's process group id */
 	volatile bool done;
 	bool took_tty;
+	bool init; /* we are PID 1: orphans are ours to reap */
 	int wstatus;
 };
 
@@ -67,20 +68,20 @@ static void child_stopped(lr_sup *sup, int signo)
 
 /* Reaps our child only: never waitpid(-1), which could steal other
  * children's statuses (libuv's, or a library's). Stops are seen too, for
- * job control. */
-static void on_sigchld(uv_signal_t *h, int signo)
+ * job control. Returns false while the child is still there (running or
+ * stopped), true once it is reaped or before it is spawned. Costs a
+ * waitpid per state change. */
+static bool reap_child(lr_sup *sup)
 {
-	lr_sup *sup = h->data;
 	int st;
 	pid_t r;
 
-	(void)signo;
 	while (sup->pid && !sup->done) {
 		do
 			r = waitpid(sup->pid, &st, WNOHANG | WUNTRACED | WCONTINUED);
 		while (r < 0 && errno == EINTR);
 		if (r != sup->pid)
-			return;
+			return false;
 		if (WIFSTOPPED(st)) {
 			child_stopped(sup, WSTOPSIG(st));
 		} else if (WIFEXITED(st) || WIFSIGNALED(st)) {
@@ -89,7 +90,50 @@ static void on_sigchld(uv_signal_t *h, int signo)
 			lr_btimer_disarm(sup->kill_timer);
 		}
 	}
-	uv_stop(h->loop);
+	return true;
+}
+
+/*
+ * As PID 1 (a container without an init), orphans are reparented to us
+ * and would stay zombies: reaps those that exited, as tini does. lockrun
+ * starts no child but the command, so any other child is an orphan. Each
+ * is peeked at first (WNOWAIT), so our child's status is never taken
+ * here: returns true, reaping nothing more, when the peek finds our child
+ * exited, for reap_child() to take it. Called on SIGCHLD until lockrun
+ * exits, the release included; a waitid and a waitpid per orphan.
+ */
+static bool reap_orphans(lr_sup *sup)
+{
+	siginfo_t si;
+	int r;
+
+	for (;;) {
+		memset(&si, 0, sizeof(si)); /* si_pid stays 0 if none exited */
+		do
+			r = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT);
+		while (r < 0 && errno == EINTR);
+		if (r < 0 || si.si_pid == 0)
+			return false;
+		if (si.si_pid == sup->pid && !sup->done)
+			return true;
+		while (waitpid(si.si_pid, NULL, WNOHANG) < 0 && errno == EINTR)
+			;
+	}
+}
+
+/* A child changed state: ours, or as PID 1 an orphan. Wakes the loop
+ * when our child is over. */
+static void on_sigchld(uv_signal_t *h, int signo)
+{
+	lr_sup *sup = h->data;
+	bool over;
+
+	(void)signo;
+	do
+		over = reap_child(sup);
+	while (sup->init && reap_orphans(sup));
+	if (over)
+		uv_stop(h->loop);
 }
 
 static void on_forward(uv_signal_t *h, int signo)
@@ -128,6 +172,7 @@ lr_sup *lr_sup_create(uv_loop_t *loop, lr_sup_signal_fn on_signal, void *arg)
 	sup->loop = loop;
 	sup->on_signal = on_signal;
 	sup->arg = arg;
+	sup->init = getpid() == 1;
 	for (i = 0; i < NFORWARDED; i++) {
 		sup->sigs[i] = malloc(sizeof(uv_signal_t));
 		if (!sup->sigs[i])
@@ -144,6 +189,10 @@ lr_sup *lr_sup_create(uv_loop_t *loop, lr_sup_signal_fn on_signal, void *arg)
 	uv_signal_init(loop, sup->sigchld);
 	sup->sigchld->data = sup;
 	uv_signal_start(sup->sigchld, on_sigchld, SIGCHLD);
+	/* Children that exited before the handler was there (inherited
+	 * across the exec that started us) sent their SIGCHLD for nothing. */
+	if (sup->init)
+		reap_orphans(sup);
 	sup->kill_timer = lr_btimer_create(loop, on_kill_timer, sup);
 	if (!sup->kill_timer)
 		goto fail;

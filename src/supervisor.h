@@ -1,7 +1,8 @@
 /*
  * The child: spawning it in its own process group with the lock's
- * environment, forwarding signals to that group, reaping it, and stopping
- * it (SIGTERM, then SIGKILL after a grace period). No SQL here.
+ * environment, forwarding signals to that group, reaping it (and, as PID
+ * 1, the orphans reparented to us), and stopping it (SIGTERM, then SIGKILL
+ * after a grace period). No SQL here.
  */
 #ifndef LR_SUPERVISOR_H
 #define LR_SUPERVISOR_H

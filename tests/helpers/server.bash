@@ -33,7 +33,7 @@ LR_BUILD_PACKAGES=(
 # shellcheck disable=SC2034 # used by tests/run
 LR_TEST_PACKAGES=(
 	"${LR_BUILD_PACKAGES[@]}"
-	bats bats-assert bats-support galera-4 rsync iproute2
+	bats bats-assert bats-support galera-4 rsync iproute2 python3-yaml
 	clang libclang-rt-14-dev socat python3-pymysql
 )
 
