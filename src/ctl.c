@@ -34,6 +34,7 @@
 #include "status.h"
 #include "sweep.h"
 #include "text.h"
+#include "timeline.h"
 
 /* Options that only some commands take: one bit each. */
 enum {
@@ -44,6 +45,8 @@ enum {
 	O_REASON = 16,
 	O_FORMAT = 32,
 	O_NAMES = 64,
+	O_UNTIL = 128,
+	O_OUTPUT = 256,
 };
 
 static const struct option longopts[] = {
@@ -59,6 +62,8 @@ static const struct option longopts[] = {
     {"reason", required_argument, NULL, 'r'},
     {"format", required_argument, NULL, 'F'},
     {"names", no_argument, NULL, 'N'},
+    {"until", required_argument, NULL, 'U'},
+    {"output", required_argument, NULL, 'o'},
     {NULL, 0, NULL, 0},
 };
 
@@ -81,6 +86,9 @@ static void usage(FILE *out)
 	      "  pause NAME [--reason TEXT]\n"
 	      "                        grant nothing new on NAME (waiters wait, holders run on)\n"
 	      "  resume NAME           grant again after a pause\n"
+	      "  timeline [NAME...] [--since DURATION] [--until DURATION] [-o FILE.svg]\n"
+	      "                        the lock log of a window (default: the last hour) as\n"
+	      "                        a picture: lanes of grants and waits; SVG with -o\n"
 	      "  history [NAME] [--since DURATION] [--limit N]\n"
 	      "                        finished and running grants from the lock log, newest\n"
 	      "                        first (default limit 50)\n"
@@ -129,7 +137,8 @@ struct ctl {
 	const char *config;
 	/* Command options, checked before connecting. */
 	unsigned given; /* O_* bits seen */
-	unsigned long long since, retention;
+	unsigned long long since, retention, until;
+	const char *output;
 	unsigned long limit;
 	const char *reason;
 	enum lr_status_format format;
@@ -438,6 +447,45 @@ out:
 	return rc;
 }
 
+/*
+ * timeline [NAME...] [--since D] [--until D] [-o FILE]: the lock log of the
+ * window (default: the last hour) as a picture: SVG into FILE, else text.
+ * Two queries.
+ */
+static int cmd_timeline(struct ctl *c, int argc, char **argv)
+{
+	struct lr_timeline_query q = {.names = argv + 1,
+	                              .nnames = (size_t)argc - 1,
+	                              .since = c->since ? c->since : 3600,
+	                              .until = c->until};
+	char err[1024];
+	size_t shown = 0;
+	FILE *out = stdout;
+	int rc = LR_EXIT_UNAVAILABLE;
+
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	if (c->output && !(out = fopen(c->output, "w"))) {
+		lr_log_error("cannot write %s: %s", c->output, strerror(errno));
+		return LR_EXIT_CANTCREAT;
+	}
+	if (!lr_timeline_print(c->db, &q, c->output != NULL, out, &shown, err, sizeof(err))) {
+		lr_log_error("%s", err);
+		goto out;
+	}
+	rc = LR_EXIT_OK;
+	if (c->output && c->verbosity >= 0)
+		printf("%s: %zu grant%s\n", c->output, shown, shown == 1 ? "" : "s");
+	else if (!c->output && !shown && c->verbosity >= 0)
+		puts("no grants in this window");
+out:
+	if (out != stdout && fclose(out) != 0 && rc == LR_EXIT_OK) {
+		lr_log_error("cannot write %s: %s", c->output, strerror(errno));
+		rc = LR_EXIT_CANTCREAT;
+	}
+	return rc;
+}
+
 static int cmd_history(struct ctl *c, int argc, char **argv)
 {
 	struct lr_history_query q = {.name = argc > 1 ? argv[1] : NULL,
@@ -609,14 +657,15 @@ static const struct command {
     {"pause", 1, 1, O_REASON, cmd_change},
     {"resume", 1, 1, 0, cmd_change},
     {"history", 0, 1, O_JSON | O_FORMAT | O_SINCE | O_LIMIT, cmd_history},
+    {"timeline", 0, 64, O_SINCE | O_UNTIL | O_OUTPUT, cmd_timeline},
     {"sweep", 0, 0, O_JSON | O_FORMAT | O_RETENTION, cmd_sweep},
     {"release", 1, 1, O_JSON | O_FORMAT | O_REASON, cmd_release},
     {"check", 1, 65, O_JSON | O_FORMAT, cmd_check},
     {"doctor", 0, 0, O_JSON | O_FORMAT, cmd_doctor},
 };
 
-static const char *const opt_names[] = {"--json",   "--since",  "--limit", "--retention",
-                                        "--reason", "--format", "--names"};
+static const char *const opt_names[] = {"--json",   "--since", "--limit", "--retention", "--reason",
+                                        "--format", "--names", "--until", "--output"};
 
 /* Checks the argument count of a command before anything connects. */
 static bool arity(const char *cmd, int have, int min, int max)
@@ -720,6 +769,18 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 	            strcmp(cmd->name, "resume") == 0) &&
 	           argc > 1 && !name_arg(argv[1])) {
 		return NULL;
+	} else if (strcmp(cmd->name, "timeline") == 0) {
+		for (int i = 1; i < argc; i++)
+			if (!name_arg(argv[i]))
+				return NULL;
+		if ((c->given & O_SINCE) && c->until >= c->since) {
+			lr_log_error("--until must be less long ago than --since");
+			return NULL;
+		}
+		if (!(c->given & O_SINCE) && c->until >= 3600) {
+			lr_log_error("--until must be less long ago than --since (default 1h)");
+			return NULL;
+		}
 	} else if (strcmp(cmd->name, "release") == 0) {
 		const char *r = c->reason;
 		if (!r || !r[strspn(r, " \t\n")]) {
@@ -786,6 +847,13 @@ static bool take_option(struct ctl *c, int opt, const char *arg)
 		c->given |= O_NAMES;
 		c->names = true;
 		return true;
+	case 'U':
+		c->given |= O_UNTIL;
+		return whole_seconds("--until", arg, max_s, true, &c->until);
+	case 'o':
+		c->given |= O_OUTPUT;
+		c->output = arg;
+		return true;
 	default: /* 'F' */
 		c->given |= O_FORMAT;
 		if (strcmp(arg, "text") == 0)
@@ -813,7 +881,7 @@ static int run(struct ctl *c, int argc, char **argv)
 	int opt;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":c:jvqhV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":c:jvqhVo:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			c->config = optarg;
@@ -825,6 +893,8 @@ static int run(struct ctl *c, int argc, char **argv)
 		case 'r':
 		case 'F':
 		case 'N':
+		case 'U':
+		case 'o':
 			if (!take_option(c, opt, optarg))
 				return LR_EXIT_USAGE;
 			break;

@@ -13,6 +13,7 @@ enum {
 	LR_EXIT_UNAVAILABLE = 69, /* database unreachable, refused us, or lacks the schema */
 	LR_EXIT_SOFTWARE = 70,    /* internal error */
 	LR_EXIT_OSERR = 71,       /* fork, pipe, signal set-up failed */
+	LR_EXIT_CANTCREAT = 73,   /* lockrunctl: an output file cannot be written */
 	LR_EXIT_CONFLICT = 75,    /* not acquired: busy, or --wait ran out (-E changes it) */
 	LR_EXIT_LOCK_LOST = 76,   /* lease could not be kept; the child was stopped */
 	LR_EXIT_CONFIG = 78,      /* configuration file missing, unreadable or invalid */

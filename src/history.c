@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "duration.h"
-#include "lock.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -36,16 +35,8 @@ enum {
 
 #define TS(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%S.%fZ')"
 
-/* A running grant's lease ends when its last hold expires (or, holding
- * nothing, a ttl after its last renewal); past that by the sweep grace it
- * is over, as for every acquirer and for `status`, though no sweep wrote
- * its end yet: shown as expired then, ending at its lease's end, as the
- * sweep will record it. hx: each grant's latest hold expiry. */
-#define LEASE_END                                                                                  \
-	"COALESCE(hx.until, COALESCE(g.renewed_at, g.acquired_at) + INTERVAL g.ttl_ms * 1000 "     \
-	"MICROSECOND)"
-#define LAPSED "(g.ended_at IS NULL AND " LEASE_END " <= NOW(6) - " LR_SQL_GRACE ")"
-#define ENDED  "COALESCE(g.ended_at, IF(" LAPSED ", " LEASE_END ", NULL))"
+#define LAPSED LR_HISTORY_LAPSED
+#define ENDED  LR_HISTORY_ENDED
 
 /* Items come as "resource|kind|permits|fence,..." (names never hold '|'
  * or ','; fence "-" when none was handed out). Calls fn per item. */
@@ -214,9 +205,8 @@ bool lr_history_print(lr_db *db, const struct lr_history_query *q, bool json, FI
 	                           "(SELECT GROUP_CONCAT(CONCAT_WS('|', i.resource, i.kind, "
 	                           "i.permits, COALESCE(i.fence, '-')) ORDER BY i.resource "
 	                           "SEPARATOR ',') FROM lr_grant_items i WHERE i.grant_id = "
-	                           "g.id), " LAPSED " FROM lr_grants g LEFT JOIN (SELECT "
-	                           "grant_id, MAX(expires_at) AS until FROM lr_holds GROUP BY "
-	                           "grant_id) hx ON hx.grant_id = g.id WHERE g.ttl_ms > 0");
+	                           "g.id), " LAPSED " FROM lr_grants g LEFT JOIN " LR_HISTORY_HX
+	                           " hx ON hx.grant_id = g.id WHERE g.ttl_ms > 0");
 	if (q->name) {
 		lr_sb_puts(&sb, " AND g.id IN (SELECT f.grant_id FROM lr_grant_items f "
 		                "WHERE f.resource = ");

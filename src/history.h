@@ -7,6 +7,23 @@
 #include <stdio.h>
 
 #include "db.h"
+#include "lock.h"
+
+/* SQL over lr_grants g LEFT JOIN LR_HISTORY_HX hx (each grant's latest
+ * hold expiry). A running grant's lease ends when its last hold expires
+ * (or, holding nothing, a ttl after its last renewal); past that by the
+ * sweep grace it is over, as for every acquirer and for `status`, though
+ * no sweep wrote its end yet (LR_HISTORY_LAPSED): shown as expired then,
+ * ending at its lease's end (LR_HISTORY_ENDED), as the sweep will record
+ * it. */
+#define LR_HISTORY_HX "(SELECT grant_id, MAX(expires_at) AS until FROM lr_holds GROUP BY grant_id)"
+#define LR_HISTORY_LEASE_END                                                                       \
+	"COALESCE(hx.until, COALESCE(g.renewed_at, g.acquired_at) + INTERVAL g.ttl_ms * 1000 "     \
+	"MICROSECOND)"
+#define LR_HISTORY_LAPSED                                                                          \
+	"(g.ended_at IS NULL AND " LR_HISTORY_LEASE_END " <= NOW(6) - " LR_SQL_GRACE ")"
+#define LR_HISTORY_ENDED                                                                           \
+	"COALESCE(g.ended_at, IF(" LR_HISTORY_LAPSED ", " LR_HISTORY_LEASE_END ", NULL))"
 
 struct lr_history_query {
 	const char *name;         /* a resource (a key by its name or "id:KEY"), or NULL: all */
