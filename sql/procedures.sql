@@ -1061,8 +1061,8 @@ BEGIN
     IF v_outcome IN ('queued', 'busy', 'key_busy') THEN
       -- Whom to wait for: the wake-up lock of the live place right ahead
       -- of ours (a hash: the request id stays secret). Who holds it:
-      -- host, pid and account, never the command, which may carry
-      -- secrets.
+      -- host, pid, account and how long held, never the command, which
+      -- may carry secrets.
       IF v_mine IS NOT NULL AND v_head IS NOT NULL AND v_head < v_mine THEN
         SELECT request_id INTO v_ahead_req FROM lr_waiters
          WHERE resource = v_name AND ticket < v_mine AND request_id <> p_request
@@ -1073,7 +1073,12 @@ BEGIN
         SET v_done = 0;
       END IF;
       IF v_state = 'busy' AND v_used + v_permits > v_cap THEN
-        SELECT CONCAT(g.host, ':', g.pid, ' (', g.db_user, ')') INTO v_holder
+        SELECT CONCAT(g.host, ':', g.pid, ' (', g.db_user, '), held ', CASE
+                 WHEN TIMESTAMPDIFF(SECOND, g.acquired_at, v_now) < 120
+                   THEN CONCAT(TIMESTAMPDIFF(SECOND, g.acquired_at, v_now), 's')
+                 WHEN TIMESTAMPDIFF(SECOND, g.acquired_at, v_now) < 7200
+                   THEN CONCAT(TIMESTAMPDIFF(MINUTE, g.acquired_at, v_now), 'm')
+                 ELSE CONCAT(TIMESTAMPDIFF(HOUR, g.acquired_at, v_now), 'h') END) INTO v_holder
           FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
          WHERE h.resource = v_name ORDER BY h.grant_id LIMIT 1;
         SET v_done = 0;
@@ -1177,6 +1182,13 @@ BEGIN
          w.ticket - (SELECT MIN(a.ticket) FROM lr_waiters a WHERE a.resource = w.resource) AS ahead_max,
          (SELECT j.n FROM JSON_TABLE(v_ahead, '$[*]' COLUMNS(resource VARCHAR(80) PATH '$.resource',
                                  n INT PATH '$.n')) j WHERE j.resource = w.resource) AS ahead,
+         -- Who holds it (the first grant), for the waiter's -v lines.
+         (SELECT CONCAT(g.host, ':', g.pid, ' (', g.db_user, ')')
+            FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+           WHERE h.resource = w.resource ORDER BY h.grant_id LIMIT 1) AS holder,
+         IF(r.paused_at IS NULL, NULL,
+            CONCAT('paused since ', DATE_FORMAT(r.paused_at, '%Y-%m-%d %H:%i:%s'), ' UTC',
+                   IF(COALESCE(r.pause_note, '') = '', '', CONCAT(': ', r.pause_note)))) AS paused,
          -- lr_lock_name's 'wait' name, spelled out: a SELECT calls no procedure.
          (SELECT CONCAT('lockrun.wait.', LEFT(SHA2(CONCAT('wait:', a.request_id), 256), 32))
             FROM lr_waiters a
@@ -1311,6 +1323,7 @@ BEGIN
   DECLARE v_galera TINYINT;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_renewed BIGINT DEFAULT 0;
+  DECLARE v_ended VARCHAR(1000);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -1332,8 +1345,20 @@ BEGIN
     END IF;
   END IF;
   COMMIT;
+  -- A lease not renewed: why, for its holder, who has the lease and so
+  -- may know (ended: how, and by whom and why if by force).
+  IF v_renewed = 0 THEN
+    SELECT CASE WHEN end_reason = 'force_released' THEN
+                  CONCAT('released by force by ', COALESCE(released_by, '?'), ' (',
+                         COALESCE(released_os_user, '?'), '@', COALESCE(released_host, '?'), ')',
+                         IF(COALESCE(release_note, '') = '', '', CONCAT(': ', release_note)))
+                WHEN end_reason = 'expired' THEN 'swept: its lease had expired'
+                WHEN end_reason IS NULL THEN 'not renewed: its holds are past their lease'
+                ELSE CONCAT('ended: ', end_reason) END
+      INTO v_ended FROM lr_grants WHERE request_id = p_lease;
+  END IF;
   SELECT v_gid AS grant_id, COUNT(*) AS holds, v_renewed AS renewed,
-         MIN(expires_at) AS expires_at, 3 AS api
+         MIN(expires_at) AS expires_at, v_ended AS ended, 3 AS api
     FROM lr_holds WHERE grant_id = v_gid;
   COMMIT;
   CALL lr_leave(v_sw, v_lwt);

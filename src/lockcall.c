@@ -131,7 +131,7 @@ static enum lr_call call(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, bool a
 struct cols {
 	int outcome, grant_id, resource, state, fence, ticket, head, at_head, ahead, fits, wait_for,
 	    holder, message, galera, api, places, woken, holds, renewed, used, capacity, permits,
-	    once_window;
+	    once_window, paused, ended;
 };
 
 static void find_cols(lr_db *db, struct cols *c)
@@ -159,6 +159,8 @@ static void find_cols(lr_db *db, struct cols *c)
 	c->capacity = lr_db_column(db, "capacity");
 	c->permits = lr_db_column(db, "permits");
 	c->once_window = lr_db_column(db, "once_window");
+	c->paused = lr_db_column(db, "paused");
+	c->ended = lr_db_column(db, "ended");
 }
 
 static const char *str(MYSQL_ROW row, int col)
@@ -475,6 +477,32 @@ out:
 }
 
 /*
+ * The status line of a wait, from a poll's row of the resource it waits
+ * for: use, holder or pause, place in the queue. Stored text is escaped.
+ */
+static void poll_status(struct lr_lock *lk, const struct lr_item *it, const struct cols *c,
+                        MYSQL_ROW row)
+{
+	struct lr_sb sb;
+
+	lr_sb_init(&sb);
+	lr_sb_printf(&sb, "waiting for '%s': ", lr_lock_display_name(it));
+	if (get(row, c->paused)) {
+		lr_text_show(&sb, get(row, c->paused), MESSAGE_COLS);
+		lr_sb_puts(&sb, ", ");
+	}
+	lr_sb_printf(&sb, "%s/%s used", str(row, c->used), str(row, c->capacity));
+	if (get(row, c->holder)) {
+		lr_sb_puts(&sb, ", held by ");
+		lr_text_show(&sb, get(row, c->holder), HOLDER_COLS);
+	}
+	lr_sb_printf(&sb, ", %s%s ahead in the queue", str(row, c->ahead),
+	             num(row, c->ahead) >= 10 ? " or more" : "");
+	snprintf(lk->status, sizeof(lk->status), "%s", sb.oom ? "waiting" : lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+}
+
+/*
  * A queued waiter's cheap look: CALL lockrun_poll, which also keeps our
  * queue places alive (the heartbeat). *could: an attempt could succeed now
  * (at the head and room on every resource). No rows: our places were
@@ -513,10 +541,7 @@ enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
 		rows++;
 		lk->galera = flag(row, c.galera);
 		if ((!row_head || !row_fits) && head && fits && it)
-			snprintf(lk->status, sizeof(lk->status),
-			         "waiting for '%s': %s/%s used, %s%s ahead in the queue",
-			         lr_lock_display_name(it), str(row, c.used), str(row, c.capacity),
-			         str(row, c.ahead), num(row, c.ahead) >= 10 ? " or more" : "");
+			poll_status(lk, it, &c, row);
 		head = head && row_head;
 		fits = fits && row_fits;
 		if (num(row, c.ahead) > ahead)
@@ -624,10 +649,18 @@ enum lr_call lr_call_renew(struct lr_lock *lk, bool *lost)
 	if (r != LR_CALL_OK)
 		goto out;
 	if (num(row, c.renewed) != lk->ntable || num(row, c.holds) != num(row, c.renewed)) {
+		/* Why, if the procedures say (a force release names who and
+		 * why): whatever its author stored, so shown escaped. */
+		struct lr_sb why;
+		lr_sb_init(&why);
+		if (get(row, c.ended))
+			lr_text_show(&why, get(row, c.ended), MESSAGE_COLS);
 		*lost = true;
-		snprintf(lk->err, sizeof(lk->err),
-		         "the lease of grant %llu has expired or was revoked",
-		         (unsigned long long)lk->grant_id);
+		snprintf(lk->err, sizeof(lk->err), "the lease of grant %llu was lost: %s",
+		         (unsigned long long)lk->grant_id,
+		         !why.oom && get(row, c.ended) ? lr_sb_str(&why)
+		                                       : "it has expired or was revoked");
+		lr_sb_finish(&why);
 	}
 out:
 	lr_sb_finish(&sb);

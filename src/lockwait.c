@@ -148,8 +148,12 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
 				return LR_WAIT_CANCELED;
 			if (b == BELL_WOKEN)
 				return LR_WAIT_TRY;
-			if (b == BELL_SLEPT)
-				continue; /* the sleep renewed our places */
+			if (b == BELL_SLEPT) {
+				/* The sleep renewed our places; -v says now and then
+				 * that we still wait (see lr_log_status). */
+				lr_log_status(lk->status);
+				continue;
+			}
 			lr_lock_nap(lk, least(BELL_RETRY_MS, left));
 		} else if (lk->wait_for[0] && strcmp(lk->wait_for, lk->stale_wait) != 0 &&
 		           left >= 20) {
@@ -166,11 +170,19 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
 	}
 }
 
-/* With -v: what we wait for and who holds it, once, when waiting starts,
- * from the answer of the attempt that found it busy. No round trip. */
+/* With -v: what we wait for and who holds it, when waiting starts, from
+ * the answer of the attempt that found it busy; it is the status line
+ * until a poll says more (so a log shows it again each minute of a long
+ * wait at the head, which sleeps instead of polling). No round trip. */
 void lr_wait_announce(struct lr_lock *lk)
 {
-	lr_log_info("waiting: %s%s", lk->err, lk->holders);
+	struct lr_sb sb;
+
+	lr_sb_init(&sb);
+	lr_sb_printf(&sb, "waiting: %s%s", lk->err, lk->holders);
+	snprintf(lk->status, sizeof(lk->status), "%s", sb.oom ? "waiting" : lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	lr_log_status(lk->status);
 }
 
 /* Closes the doorbell connection (a COM_QUIT and the frees). After a

@@ -227,17 +227,43 @@ static void emit(enum lr_log_level need, int prio, const char *tag, const char *
 	send_line(buf, n, note > 0);
 }
 
+/* Elsewhere than a terminal (a log file, a pipe, the journal): the status
+ * line as an info line when it changes (another holder, another place in
+ * the queue) and at least once a minute while it lasts, so a long wait
+ * shows in a log. Costs a clock read. */
+static void status_as_line(const char *line)
+{
+	static char said[sizeof(status_line)];
+	static struct timespec said_at;
+	struct timespec now;
+
+	if (!line || !line[0]) {
+		said[0] = '\0';
+		return;
+	}
+	clock_gettime(CLOCK_BOOTTIME, &now);
+	if (strcmp(line, said) == 0 && now.tv_sec - said_at.tv_sec < 60)
+		return;
+	snprintf(said, sizeof(said), "%s", line);
+	said_at = now;
+	lr_log_info("%s", line);
+}
+
 /* A live status line for -v on a terminal, rewritten in place when it
- * changes; NULL clears it. Elsewhere (a log file, a pipe) it prints
- * nothing: the one-off messages say what a log needs. Never blocks either
- * (a terminal stopped with ^S): a line that cannot be shown is dropped. */
+ * changes; NULL clears it. Elsewhere, a line now and then (see
+ * status_as_line). Never blocks either (a terminal stopped with ^S): a
+ * line that cannot be shown is dropped. */
 void lr_log_status(const char *line)
 {
 	char buf[sizeof(status_line) + 64];
 	int n;
 
-	if (cur_level < LR_LOG_VERBOSE || !out_tty)
+	if (cur_level < LR_LOG_VERBOSE)
 		return;
+	if (!out_tty) {
+		status_as_line(line);
+		return;
+	}
 	if (!line) {
 		if (status_line[0] && !put("\r\033[K", 3))
 			dropped++;

@@ -500,8 +500,10 @@ static int acquire_failed(struct run *r, enum lr_acquire a)
 	switch (a) {
 	case LR_ACQ_BUSY:
 	case LR_ACQ_KEY_BUSY:
+		/* Who holds it (host:pid, account, for how long), as the last
+		 * attempt found it. */
 		if (r->cli.verbosity >= 0)
-			lr_log_error("not acquired: %s", r->lock.err);
+			lr_log_error("not acquired: %s%s", r->lock.err, r->lock.holders);
 		return r->cfg.lock.conflict_exit;
 	case LR_ACQ_FULL:
 		/* Not acquired in time, like a busy lock (and -E applies), but

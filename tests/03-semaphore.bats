@@ -148,7 +148,7 @@ setup() {
 	run "$LOCKRUN" -n -s busy -- echo never
 	ms=$(((${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000))
 	assert_failure 75
-	assert_output "lockrun: not acquired: 'busy' is busy (1/1 used)"
+	assert_output --regexp "^lockrun: not acquired: 'busy' is busy \(1/1 used\); 'busy' held by $(hostname):$holder \(lockrun@[^)]+\), held [0-9]+s$"
 	((ms < 1000)) || fail "-n took $ms ms"
 	t0=$EPOCHREALTIME
 	run "$LOCKRUN" -w 0.5 -s busy -- echo never
