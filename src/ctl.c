@@ -651,11 +651,10 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 			return NULL;
 		}
 	} else if (strcmp(cmd->name, "max-ttl") == 0 && argc > 1) {
+		char err[512];
 		double s;
-		if (!lr_duration_parse(argv[1], 86400, &s) || s < 1) {
-			lr_log_error(
-			    "invalid max-ttl '%s': use a duration of 1s to 1d, e.g. 90, 5m or 2h",
-			    argv[1]);
+		if (!lr_duration_arg("max-ttl", argv[1], 1, 86400, &s, err, sizeof(err))) {
+			lr_log_error("%s", err);
 			return NULL;
 		}
 	} else if ((strcmp(cmd->name, "status") == 0 || strcmp(cmd->name, "delete") == 0 ||
@@ -681,14 +680,15 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 }
 
 /* A DURATION option in whole seconds (a fraction rounds up), at most
- * max_s; zero only if allowed. */
+ * max_s; zero only if allowed (else a millisecond at least). */
 static bool whole_seconds(const char *opt, const char *arg, double max_s, bool zero,
                           unsigned long long *out)
 {
+	char err[512];
 	double d;
 
-	if (!lr_duration_parse(arg, max_s, &d) || (!zero && d <= 0)) {
-		lr_log_error("%s: invalid duration '%s': use e.g. 90, 30s, 5m, 2h or 7d", opt, arg);
+	if (!lr_duration_arg(opt, arg, zero ? 0 : 0.001, max_s, &d, err, sizeof(err))) {
+		lr_log_error("%s", err);
 		return false;
 	}
 	*out = lr_duration_ceil(d);

@@ -2,6 +2,8 @@
 #
 # Rough edges a new operator found (issue 24), judged from outside:
 #  - an error message never passes a control character on raw;
+#  - every duration takes the same units, on the command line and in the
+#    configuration file, and a range error gives the range in the unit written;
 
 load helpers/common
 
@@ -98,4 +100,94 @@ usage_error() {
 	assert_equal "$status" 78
 	assert_equal "$stderr" "lockrunctl: $BATS_TEST_TMPDIR/\\x1b]0;x\\x07: No such file or directory"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources")" 0
+}
+
+# --- one DURATION syntax ----------------------------------------------------
+
+@test "--wait, --timeout, --ttl and --kill-after take units like --min-hold" {
+	run "$LOCKRUN" --ttl 2m --kill-after 5s -w 1.5m -x re-units -- true
+	assert_success
+	assert_equal "$(sql "SELECT ttl_ms FROM lr_grants")" 120000
+	# --timeout 0.5s, a fraction with a unit, against a held lock: 75 soon
+	"$LOCKRUN" -x re-held -- sleep 30 3>&- &
+	pids+=($!)
+	lr_wait_eq 1 holds re-held
+	local t0=$EPOCHREALTIME
+	run "$LOCKRUN" --timeout 0.5s -x re-held -- true
+	assert_failure 75
+	local ms=$(((${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000))
+	((ms >= 400 && ms < 10000)) || fail "gave up after $ms ms"
+	# plain seconds and fractions as before
+	run "$LOCKRUN" --ttl 30 --kill-after 0.5 -w .5 -x re-units -- true
+	assert_success
+}
+
+@test "the config file's ttl, wait, kill_after and timeouts take units" {
+	cp "$LOCKRUN_CONFIG" "$conf"
+	printf '[lock]\nttl = 1.5m\nwait = 0.3s\nkill_after = 2s\n' >>"$conf"
+	sed -i 's/^\[database\]$/[database]\nconnect_timeout = 1m\nread_timeout = 0.5m/' "$conf"
+	run "$LOCKRUN" -c "$conf" -x re-conf -- true
+	assert_success
+	assert_equal "$(sql "SELECT ttl_ms FROM lr_grants")" 90000
+	# wait = 0.3s: a held lock is given up on, not waited for forever
+	"$LOCKRUN" -x re-conf -- sleep 30 3>&- &
+	pids+=($!)
+	lr_wait_eq 1 holds re-conf
+	run timeout 20 "$LOCKRUN" -c "$conf" -x re-conf -- true
+	assert_failure 75
+}
+
+@test "a duration out of range: 64, the range in the unit written" {
+	usage_error "lockrun: --ttl: '2d' is out of range (1s to 1d) (see 'lockrun --help')" \
+		"$LOCKRUN" --ttl 2d -x re -- true
+	usage_error "lockrun: --ttl: '90000' is out of range (1s to 86400s) (see 'lockrun --help')" \
+		"$LOCKRUN" --ttl 90000 -x re -- true
+	usage_error "lockrun: --ttl: '0.5' is out of range (1s to 86400s) (see 'lockrun --help')" \
+		"$LOCKRUN" --ttl 0.5 -x re -- true
+	usage_error "lockrun: --wait: '400d' is out of range (0d to 365d) (see 'lockrun --help')" \
+		"$LOCKRUN" -w 400d -x re -- true
+	usage_error "lockrun: --timeout: '9000h' is out of range (0h to 8760h) (see 'lockrun --help')" \
+		"$LOCKRUN" --timeout 9000h -x re -- true
+	usage_error "lockrun: --kill-after: '2h' is out of range (0h to 1h) (see 'lockrun --help')" \
+		"$LOCKRUN" --kill-after 2h -x re -- true
+	usage_error "lockrun: --min-hold: '25h' is out of range (0h to 24h) (see 'lockrun --help')" \
+		"$LOCKRUN" --min-hold 25h -x re -- true
+	usage_error "lockrun: --once-per: '367d' is out of range (1s to 366d) (see 'lockrun --help')" \
+		"$LOCKRUN" --id re --once-per 367d -- true
+	usage_error "lockrun: --ttl: '5x' is not a duration (e.g. 90, 30s, 1.5m, 2h, 1d) (see 'lockrun --help')" \
+		"$LOCKRUN" --ttl 5x -x re -- true
+	usage_error "lockrun: --wait: '1e3' is not a duration (e.g. 90, 30s, 1.5m, 2h, 1d) (see 'lockrun --help')" \
+		"$LOCKRUN" -w 1e3 -x re -- true
+	usage_error "lockrun: --ttl: '\\x1b[2J' is not a duration (e.g. 90, 30s, 1.5m, 2h, 1d) (see 'lockrun --help')" \
+		"$LOCKRUN" --ttl $'\e[2J' -x re -- true
+	usage_error "lockrunctl: max-ttl: '2d' is out of range (1s to 1d)" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" max-ttl 2d
+	usage_error "lockrunctl: --since: '5x' is not a duration (e.g. 90, 30s, 1.5m, 2h, 1d)" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" history --since 5x
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 0
+}
+
+@test "a duration out of range in the config file: 78, naming file:line and the range" {
+	cp "$LOCKRUN_CONFIG" "$conf"
+	printf '[lock]\nttl = 2d\n' >>"$conf"
+	local line
+	line=$(grep -n '^ttl = 2d' "$conf" | cut -d: -f1)
+	run --separate-stderr "$LOCKRUN" -c "$conf" -x re -- true
+	assert_equal "$status" 78
+	assert_equal "$stderr" "lockrun: $conf:$line: ttl: '2d' is out of range (1s to 1d)"
+	cp "$LOCKRUN_CONFIG" "$conf"
+	sed -i 's/^\[database\]$/[database]\nread_timeout = 2h/' "$conf"
+	line=$(grep -n '^read_timeout' "$conf" | cut -d: -f1)
+	run --separate-stderr "$LOCKRUN" -c "$conf" -x re -- true
+	assert_equal "$status" 78
+	assert_equal "$stderr" "lockrun: $conf:$line: read_timeout: '2h' is out of range (1s to 1h)"
+}
+
+@test "a --ttl in units above the database's max-ttl is still 64, naming max_ttl_ms" {
+	ctl max-ttl 1m
+	run --separate-stderr "$LOCKRUN" --ttl 2m -x re-max -- true
+	assert_equal "$status" 64
+	[[ $stderr == *"ttl_ms must be 1000-60000 (this database's max_ttl_ms"* ]] || fail "$stderr"
+	run "$LOCKRUN" --ttl 1m -x re-max -- true
+	assert_success
 }
