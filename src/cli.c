@@ -76,6 +76,7 @@ void lr_cli_usage(FILE *out)
 	    "Options:\n"
 	    "  -n, --nonblock                fail at once if the locks are not free\n"
 	    "  -w, --wait DURATION           give up after waiting DURATION (default: forever)\n"
+	    "      --timeout DURATION        the same as --wait\n"
 	    "  -E, --conflict-exit-code N    exit status when not acquired (default 75)\n"
 	    "      --ttl DURATION            lease length, renewed every ttl/3 (default 30s)\n"
 	    "      --kill-after DURATION     SIGTERM-to-SIGKILL grace on lock loss (default 5s)\n"

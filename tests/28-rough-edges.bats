@@ -4,6 +4,7 @@
 #  - an error message never passes a control character on raw;
 #  - every duration takes the same units, on the command line and in the
 #    configuration file, and a range error gives the range in the unit written;
+#  - --help lists --timeout;
 
 load helpers/common
 
@@ -190,4 +191,16 @@ usage_error() {
 	[[ $stderr == *"ttl_ms must be 1000-60000 (this database's max_ttl_ms"* ]] || fail "$stderr"
 	run "$LOCKRUN" --ttl 1m -x re-max -- true
 	assert_success
+}
+
+# --- --help ------------------------------------------------------------------
+
+@test "lockrun --help lists --timeout, and --wait, --ttl and --kill-after as DURATION" {
+	run "$LOCKRUN" --help
+	assert_success
+	assert_line --regexp '^  -w, --wait DURATION +give up after waiting DURATION'
+	assert_line --regexp '^      --timeout DURATION +the same as --wait$'
+	assert_line --regexp '^      --ttl DURATION '
+	assert_line --regexp '^      --kill-after DURATION '
+	refute_output --partial SECONDS
 }
