@@ -195,17 +195,48 @@ static bool add_item(struct lr_cli *cli, enum lr_kind kind, const char *arg, cha
 	return true;
 }
 
-/* Names the option getopt stumbled on, for a one-line error. */
-static void bad_option(char **argv, int c, char *err, size_t errlen)
+/*
+ * The one-line message for what getopt_long() refused: c is what it
+ * returned (':' for a missing value, '?' otherwise) and argv[at] the
+ * element it was reading, which is optind before the call (getopt moves
+ * optind past an element only once done with all of it). So "-la" after
+ * "-x foo" is blamed as "-l in '-la'", not as "foo". Shared by lockrun and
+ * lockrunctl. No system calls.
+ */
+void lr_cli_bad_option(const struct option *opts, char **argv, int at, int c, char *err,
+                       size_t errlen)
 {
-	const char *arg = argv[optind - 1];
+	const char *arg = argv[at], *name = arg + 2;
+	size_t len = strcspn(name, "="), matches = 0;
+	const struct option *hit = NULL;
 
-	if (c == ':')
-		snprintf(err, errlen, "option '%s' needs a value", arg);
-	else if (optopt && arg[0] == '-' && arg[1] != '-')
-		snprintf(err, errlen, "unknown option '-%c'", optopt);
+	if (arg[0] != '-' || arg[1] != '-') {
+		if (c == ':')
+			snprintf(err, errlen, "option '-%c' needs a value", optopt);
+		else if (strlen(arg) > 2)
+			snprintf(err, errlen, "unknown option '-%c' in '%s'", optopt, arg);
+		else
+			snprintf(err, errlen, "unknown option '-%c'", optopt);
+		return;
+	}
+	for (const struct option *o = opts; o->name; o++) {
+		if (strncmp(o->name, name, len) != 0)
+			continue;
+		if (strlen(o->name) == len) {
+			hit = o;
+			matches = 1;
+			break;
+		}
+		hit = matches++ ? hit : o;
+	}
+	if (c == ':' && hit)
+		snprintf(err, errlen, "option '--%s' needs a value", hit->name);
+	else if (matches == 1 && name[len] == '=' && hit->has_arg == no_argument)
+		snprintf(err, errlen, "option '--%s' takes no value", hit->name);
+	else if (matches > 1)
+		snprintf(err, errlen, "option '--%.*s' is ambiguous", (int)len, name);
 	else
-		snprintf(err, errlen, "unknown option '%s'", arg);
+		snprintf(err, errlen, "unknown option '--%.*s'", (int)len, name);
 }
 
 /*
@@ -214,12 +245,13 @@ static void bad_option(char **argv, int c, char *err, size_t errlen)
  */
 bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t errlen)
 {
-	int c, li;
+	int c, at, li;
 	bool timeout;
 
 	opterr = 0;
-	optind = 1;
+	optind = 0; /* 0, not 1: getopt forgets a cluster left half read */
 	for (;;) {
+		at = optind ? optind : 1;
 		li = -1;
 		if ((c = getopt_long(argc, argv, "+:s:x:nw:E:c:vqhV", longopts, &li)) == -1)
 			break;
@@ -329,7 +361,7 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 			cli->version = true;
 			return true;
 		default:
-			bad_option(argv, c, err, errlen);
+			lr_cli_bad_option(longopts, argv, at, c, err, errlen);
 			return false;
 		}
 	}

@@ -5,6 +5,7 @@
 #  - every duration takes the same units, on the command line and in the
 #    configuration file, and a range error gives the range in the unit written;
 #  - --help lists --timeout;
+#  - a usage error names the real culprit, not its neighbour.
 
 load helpers/common
 
@@ -203,4 +204,51 @@ usage_error() {
 	assert_line --regexp '^      --ttl DURATION '
 	assert_line --regexp '^      --kill-after DURATION '
 	refute_output --partial SECONDS
+}
+# --- the culprit, not its neighbour ------------------------------------------
+
+@test "lockrun: an unknown option in a cluster is named, not the value before it" {
+	usage_error "lockrun: unknown option '-l' in '-la' (see 'lockrun --help')" \
+		"$LOCKRUN" -x foo -la true
+	usage_error "lockrun: unknown option '-a' in '-na' (see 'lockrun --help')" \
+		"$LOCKRUN" -x foo -na true
+	usage_error "lockrun: option '-w' needs a value (see 'lockrun --help')" \
+		"$LOCKRUN" -x foo -nw
+	usage_error "lockrun: option '--ttl' needs a value (see 'lockrun --help')" \
+		"$LOCKRUN" -x foo --ttl
+	usage_error "lockrun: option '--nonblock' takes no value (see 'lockrun --help')" \
+		"$LOCKRUN" -x foo --nonblock=1 true
+	usage_error "lockrun: unknown option '--frob' (see 'lockrun --help')" \
+		"$LOCKRUN" -x foo --frob=1 true
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources")" 0
+}
+
+@test "lockrunctl set NAME -1: the capacity is named invalid, with its range" {
+	usage_error "lockrunctl: invalid capacity '-1': use a whole number 0-1000000" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" set foo -1
+	usage_error "lockrunctl: invalid capacity '-12': use a whole number 0-1000000" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set foo -12
+	usage_error "lockrunctl: invalid grant number '-5': use the whole number lockrun gave as LOCKRUN_GRANT" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" check -5
+	usage_error "lockrunctl: max-ttl: '-5m' is not a duration (e.g. 90, 30s, 1.5m, 2h, 1d)" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" max-ttl -5m
+	usage_error "lockrunctl: unknown option '-z' (see 'lockrunctl --help')" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" set foo 3 -z
+	usage_error "lockrunctl: unknown option '-x' in '-qx' (see 'lockrunctl --help')" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" set foo 3 -qx
+	usage_error "lockrunctl: option '--json' takes no value (see 'lockrunctl --help')" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --json=yes
+	usage_error "lockrunctl: option '--since' needs a value (see 'lockrunctl --help')" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" history --since
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources")" 0
+	# options still go anywhere, and after --, a dash is an argument
+	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" set foo 3 -q
+	assert_success
+	assert_output ""
+	run "$LOCKRUNCTL" set -c "$LR_ADMIN_CONFIG" foo 4
+	assert_success
+	assert_output "foo: capacity 4 (was 3)"
+	usage_error "lockrunctl: invalid capacity '-q': use a whole number 0-1000000" \
+		"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -- set foo -q
+	assert_equal "$(sql "SELECT capacity FROM lr_resources WHERE name = 'foo'")" 4
 }

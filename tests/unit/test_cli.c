@@ -76,6 +76,18 @@ int main(void)
 	is_str(err, "unknown option '--bogus'", "message names it");
 	ok(!parse(&cli, err, sizeof(err), ARGV("-z", "-s", "a", "true")), "unknown short option");
 	is_str(err, "unknown option '-z'", "message names it");
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "-la", "true")),
+	   "unknown option in a cluster");
+	is_str(err, "unknown option '-l' in '-la'", "message names it, not the value before");
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "-nw")), "cluster without a value");
+	is_str(err, "option '-w' needs a value", "message names the option: %s", err);
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "--ttl")), "long without a value");
+	is_str(err, "option '--ttl' needs a value", "message names the option: %s", err);
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "--nonblock=yes", "true")),
+	   "a value for a flag");
+	is_str(err, "option '--nonblock' takes no value", "message says so: %s", err);
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "--t", "5", "true")), "ambiguous");
+	is_str(err, "option '--t' is ambiguous", "message says so: %s", err);
 	ok(parse(&cli, err, sizeof(err),
 	         ARGV("-w", "1.5m", "--ttl", "2m", "--kill-after", "0.5s", "-x", "a", "true")) &&
 	       cli.wait == 90 && cli.ttl == 120 && cli.kill_after == 0.5,
