@@ -182,6 +182,26 @@ static bool set_hosts(struct lr_db_params *db, const char *v)
 	}
 }
 
+/*
+ * Warns when a file that holds a password is open to others: users who are
+ * neither its owner nor in its group may read it, or change it (and so
+ * where the password goes). Its group may read it: the packages install
+ * /etc/lockrun.conf as 0640 root:lockrun for the members of that group.
+ * Called once per such file with its fstat; no system calls.
+ */
+static void check_secret_mode(const char *path, const struct stat *st)
+{
+	mode_t o = st->st_mode & (S_IROTH | S_IWOTH);
+
+	if (o)
+		lr_log_warn("%s holds a password and is %s by others; chmod o-rwx it (0600, or "
+		            "0640 with a group of its readers)",
+		            path,
+		            o == S_IROTH   ? "readable"
+		            : o == S_IWOTH ? "writable"
+		                           : "readable and writable");
+}
+
 static bool read_password_file(struct parse *ps, const char *path)
 {
 	struct lr_db_params *db = &ps->cfg->db;
@@ -193,8 +213,8 @@ static bool read_password_file(struct parse *ps, const char *path)
 
 	if (!f)
 		return fail(ps, "password_file %s: %s", path, strerror(errno));
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-		lr_log_warn("%s: password file is readable by group or others; chmod 600 it", path);
+	if (fstat(fileno(f), &st) == 0)
+		check_secret_mode(path, &st);
 	if (!fgets(buf, sizeof(buf), f)) {
 		buf[0] = '\0';
 	}
@@ -357,9 +377,8 @@ bool lr_config_load_file(struct lr_config *cfg, const char *path)
 			         ps.failed ? ps.msg : "cannot be parsed");
 		goto out;
 	}
-	if (ps.holds_password && (st.st_mode & 077))
-		lr_log_warn("%s holds a password and is readable by group or others; chmod 600 it",
-		            path);
+	if (ps.holds_password)
+		check_secret_mode(path, &st);
 	if (!set_str(&cfg->path, path)) {
 		snprintf(cfg->err, sizeof(cfg->err), "out of memory");
 		goto out;
