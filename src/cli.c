@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,10 +75,11 @@ void lr_cli_usage(FILE *out)
 	    "\n"
 	    "Options:\n"
 	    "  -n, --nonblock                fail at once if the locks are not free\n"
-	    "  -w, --wait SECONDS            give up after waiting SECONDS (default: forever)\n"
+	    "  -w, --wait DURATION           give up after waiting DURATION (default: forever)\n"
+	    "      --timeout DURATION        the same as --wait\n"
 	    "  -E, --conflict-exit-code N    exit status when not acquired (default 75)\n"
-	    "      --ttl SECONDS             lease length, renewed every ttl/3 (default 30)\n"
-	    "      --kill-after SECONDS      SIGTERM-to-SIGKILL grace on lock loss (default 5)\n"
+	    "      --ttl DURATION            lease length, renewed every ttl/3 (default 30s)\n"
+	    "      --kill-after DURATION     SIGTERM-to-SIGKILL grace on lock loss (default 5s)\n"
 	    "      --on-lost kill|ignore     stop the command if the lease is lost (default kill)\n"
 	    "      --min-hold DURATION       keep the locks at least DURATION from the grant\n"
 	    "      --no-local-queue          wait at the database directly, not first behind\n"
@@ -133,35 +133,14 @@ void lr_cli_finish(struct lr_cli *cli)
 	memset(cli, 0, sizeof(*cli));
 }
 
-static bool seconds(const char *opt, const char *v, double lo, double hi, double *out, char *err,
-                    size_t errlen)
-{
-	char *end;
-	double d;
-
-	errno = 0;
-	d = (*v && *v != '-' && *v != '+' && !strpbrk(v, "xXnN")) ? strtod(v, &end) : NAN;
-	if (isnan(d) || errno || *end || !isfinite(d) || d < lo || d > hi) {
-		snprintf(err, errlen, "%s: '%s' is not a number of seconds (%g-%g)", opt, v, lo,
-		         hi);
-		return false;
-	}
-	*out = d;
-	return true;
-}
-
 /* A DURATION option within lo..hi seconds, in whole milliseconds. */
 static bool duration_ms(const char *opt, const char *v, double lo, double hi, uint64_t *out,
                         char *err, size_t errlen)
 {
 	double d;
 
-	if (!lr_duration_parse(v, hi, &d) || d < lo) {
-		snprintf(err, errlen,
-		         "%s: '%s' is not a duration of %g s to %g d (e.g. 90, 30s, 5m, 2h, 1d)",
-		         opt, v, lo, hi / 86400);
+	if (!lr_duration_arg(opt, v, lo, hi, &d, err, errlen))
 		return false;
-	}
 	*out = lr_duration_round(d * 1000.0);
 	return true;
 }
@@ -216,17 +195,48 @@ static bool add_item(struct lr_cli *cli, enum lr_kind kind, const char *arg, cha
 	return true;
 }
 
-/* Names the option getopt stumbled on, for a one-line error. */
-static void bad_option(char **argv, int c, char *err, size_t errlen)
+/*
+ * The one-line message for what getopt_long() refused: c is what it
+ * returned (':' for a missing value, '?' otherwise) and argv[at] the
+ * element it was reading, which is optind before the call (getopt moves
+ * optind past an element only once done with all of it). So "-la" after
+ * "-x foo" is blamed as "-l in '-la'", not as "foo". Shared by lockrun and
+ * lockrunctl. No system calls.
+ */
+void lr_cli_bad_option(const struct option *opts, char **argv, int at, int c, char *err,
+                       size_t errlen)
 {
-	const char *arg = argv[optind - 1];
+	const char *arg = argv[at], *name = arg + 2;
+	size_t len = strcspn(name, "="), matches = 0;
+	const struct option *hit = NULL;
 
-	if (c == ':')
-		snprintf(err, errlen, "option '%s' needs a value", arg);
-	else if (optopt && arg[0] == '-' && arg[1] != '-')
-		snprintf(err, errlen, "unknown option '-%c'", optopt);
+	if (arg[0] != '-' || arg[1] != '-') {
+		if (c == ':')
+			snprintf(err, errlen, "option '-%c' needs a value", optopt);
+		else if (strlen(arg) > 2)
+			snprintf(err, errlen, "unknown option '-%c' in '%s'", optopt, arg);
+		else
+			snprintf(err, errlen, "unknown option '-%c'", optopt);
+		return;
+	}
+	for (const struct option *o = opts; o->name; o++) {
+		if (strncmp(o->name, name, len) != 0)
+			continue;
+		if (strlen(o->name) == len) {
+			hit = o;
+			matches = 1;
+			break;
+		}
+		hit = matches++ ? hit : o;
+	}
+	if (c == ':' && hit)
+		snprintf(err, errlen, "option '--%s' needs a value", hit->name);
+	else if (matches == 1 && name[len] == '=' && hit->has_arg == no_argument)
+		snprintf(err, errlen, "option '--%s' takes no value", hit->name);
+	else if (matches > 1)
+		snprintf(err, errlen, "option '--%.*s' is ambiguous", (int)len, name);
 	else
-		snprintf(err, errlen, "unknown option '%s'", arg);
+		snprintf(err, errlen, "unknown option '--%.*s'", (int)len, name);
 }
 
 /*
@@ -235,11 +245,16 @@ static void bad_option(char **argv, int c, char *err, size_t errlen)
  */
 bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t errlen)
 {
-	int c;
+	int c, at, li;
+	bool timeout;
 
 	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+:s:x:nw:E:c:vqhV", longopts, NULL)) != -1) {
+	optind = 0; /* 0, not 1: getopt forgets a cluster left half read */
+	for (;;) {
+		at = optind ? optind : 1;
+		li = -1;
+		if ((c = getopt_long(argc, argv, "+:s:x:nw:E:c:vqhV", longopts, &li)) == -1)
+			break;
 		switch (c) {
 		case 's':
 			if (!add_item(cli, LR_KIND_SEMAPHORE, optarg, err, errlen))
@@ -274,16 +289,20 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 			cli->nonblock = true;
 			break;
 		case 'w':
-			if (!seconds("--wait", optarg, 0, 31536000, &cli->wait, err, errlen))
+			/* --timeout is named as such: it is what the user wrote. */
+			timeout = li >= 0 && strcmp(longopts[li].name, "timeout") == 0;
+			if (!lr_duration_arg(timeout ? "--timeout" : "--wait", optarg, 0,
+			                     LR_WAIT_MAX_S, &cli->wait, err, errlen))
 				return false;
 			break;
 		case OPT_TTL:
-			if (!seconds("--ttl", optarg, 1, 86400, &cli->ttl, err, errlen))
+			if (!lr_duration_arg("--ttl", optarg, LR_TTL_MIN_S, LR_TTL_MAX_S, &cli->ttl,
+			                     err, errlen))
 				return false;
 			break;
 		case OPT_KILL_AFTER:
-			if (!seconds("--kill-after", optarg, 0, 3600, &cli->kill_after, err,
-			             errlen))
+			if (!lr_duration_arg("--kill-after", optarg, 0, LR_KILL_AFTER_MAX_S,
+			                     &cli->kill_after, err, errlen))
 				return false;
 			break;
 		case 'E':
@@ -342,7 +361,7 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 			cli->version = true;
 			return true;
 		default:
-			bad_option(argv, c, err, errlen);
+			lr_cli_bad_option(longopts, argv, at, c, err, errlen);
 			return false;
 		}
 	}

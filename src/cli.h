@@ -1,6 +1,7 @@
 /*
  * lockrun's command line. Parsing stops at the first non-option or "--",
- * so the command's own flags are never looked at.
+ * so the command's own flags are never looked at. lr_cli_bad_option()
+ * words what getopt refused, for lockrunctl's command line too.
  */
 #ifndef LR_CLI_H
 #define LR_CLI_H
@@ -9,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <getopt.h>
 
 #include "lock.h"
 
@@ -44,5 +47,7 @@ void lr_cli_init(struct lr_cli *cli);
 void lr_cli_finish(struct lr_cli *cli);
 bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t errlen);
 void lr_cli_usage(FILE *out);
+void lr_cli_bad_option(const struct option *opts, char **argv, int at, int c, char *err,
+                       size_t errlen);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include <ini.h>
 
+#include "duration.h"
 #include "log.h"
 #include "lr_build.h"
 
@@ -120,20 +121,18 @@ static bool parse_uint(const char *v, unsigned lo, unsigned hi, unsigned *out)
 	return true;
 }
 
-/* Seconds with an optional fraction, like sleep(1): "30", "0.5". */
-static bool parse_seconds(const char *v, double lo, double hi, double *out)
+/*
+ * A DURATION key (duration.h) within lo..hi seconds; on failure the
+ * parse's message, which names the key and the value. No system calls.
+ */
+static bool duration_key(struct parse *ps, const char *key, const char *v, double lo, double hi,
+                         double *out)
 {
-	char *end;
-	double d;
+	char msg[sizeof(ps->msg)];
 
-	if (!*v || *v == '-' || *v == '+' || strchr(v, 'x') || strchr(v, 'X'))
-		return false;
-	errno = 0;
-	d = strtod(v, &end);
-	if (errno || *end || !isfinite(d) || d < lo || d > hi)
-		return false;
-	*out = d;
-	return true;
+	if (lr_duration_arg(key, v, lo, hi, out, msg, sizeof(msg)))
+		return true;
+	return fail(ps, "%s", msg);
 }
 
 static bool parse_bool(const char *v, bool *out)
@@ -183,6 +182,26 @@ static bool set_hosts(struct lr_db_params *db, const char *v)
 	}
 }
 
+/*
+ * Warns when a file that holds a password is open to others: users who are
+ * neither its owner nor in its group may read it, or change it (and so
+ * where the password goes). Its group may read it: the packages install
+ * /etc/lockrun.conf as 0640 root:lockrun for the members of that group.
+ * Called once per such file with its fstat; no system calls.
+ */
+static void check_secret_mode(const char *path, const struct stat *st)
+{
+	mode_t o = st->st_mode & (S_IROTH | S_IWOTH);
+
+	if (o)
+		lr_log_warn("%s holds a password and is %s by others; chmod o-rwx it (0600, or "
+		            "0640 with a group of its readers)",
+		            path,
+		            o == S_IROTH   ? "readable"
+		            : o == S_IWOTH ? "writable"
+		                           : "readable and writable");
+}
+
 static bool read_password_file(struct parse *ps, const char *path)
 {
 	struct lr_db_params *db = &ps->cfg->db;
@@ -194,8 +213,8 @@ static bool read_password_file(struct parse *ps, const char *path)
 
 	if (!f)
 		return fail(ps, "password_file %s: %s", path, strerror(errno));
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-		lr_log_warn("%s: password file is readable by group or others; chmod 600 it", path);
+	if (fstat(fileno(f), &st) == 0)
+		check_secret_mode(path, &st);
 	if (!fgets(buf, sizeof(buf), f)) {
 		buf[0] = '\0';
 	}
@@ -211,6 +230,7 @@ static int handle_database(struct parse *ps, const char *name, const char *v)
 {
 	struct lr_db_params *db = &ps->cfg->db;
 	unsigned u;
+	double d;
 
 	if (strcmp(name, "host") == 0) {
 		if (!set_hosts(db, v))
@@ -225,12 +245,12 @@ static int handle_database(struct parse *ps, const char *name, const char *v)
 	}
 	if (strcmp(name, "connect_timeout") == 0 || strcmp(name, "read_timeout") == 0 ||
 	    strcmp(name, "write_timeout") == 0) {
-		if (!parse_uint(v, 1, 3600, &u))
-			return fail(ps, "%s: '%s' is not a whole number of seconds (1-3600)", name,
-			            v);
+		/* The connector counts whole seconds: a fraction rounds up. */
+		if (!duration_key(ps, name, v, 1, 3600, &d))
+			return 0;
 		*(name[0] == 'c'   ? &db->connect_timeout
 		  : name[0] == 'r' ? &db->read_timeout
-		                   : &db->write_timeout) = u;
+		                   : &db->write_timeout) = (unsigned)lr_duration_ceil(d);
 		return 1;
 	}
 	if (strcmp(name, "ssl_verify_server_cert") == 0) {
@@ -267,18 +287,22 @@ static int handle_lock(struct parse *ps, const char *name, const char *v)
 {
 	struct lr_lock_defaults *l = &ps->cfg->lock;
 	unsigned u;
+	double d;
 
 	if (strcmp(name, "ttl") == 0) {
-		if (!parse_seconds(v, 1, 86400, &l->ttl))
-			return fail(ps, "ttl: '%s' is not a number of seconds (1-86400)", v);
+		if (!duration_key(ps, name, v, LR_TTL_MIN_S, LR_TTL_MAX_S, &l->ttl))
+			return 0;
 	} else if (strcmp(name, "wait") == 0) {
 		if (strcmp(v, "forever") == 0)
 			l->wait = -1;
-		else if (!parse_seconds(v, 0, 31536000, &l->wait))
-			return fail(ps, "wait: '%s' is not a number of seconds or 'forever'", v);
+		else if (!lr_duration_parse(v, INFINITY, &d))
+			return fail(
+			    ps, "wait: '%s' is not a duration or 'forever' (e.g. 90, 5m, 2h)", v);
+		else if (!duration_key(ps, name, v, 0, LR_WAIT_MAX_S, &l->wait))
+			return 0;
 	} else if (strcmp(name, "kill_after") == 0) {
-		if (!parse_seconds(v, 0, 3600, &l->kill_after))
-			return fail(ps, "kill_after: '%s' is not a number of seconds (0-3600)", v);
+		if (!duration_key(ps, name, v, 0, LR_KILL_AFTER_MAX_S, &l->kill_after))
+			return 0;
 	} else if (strcmp(name, "conflict_exit_code") == 0) {
 		if (!parse_uint(v, 0, 255, &u))
 			return fail(ps, "conflict_exit_code: '%s' is not an exit status (0-255)",
@@ -353,9 +377,8 @@ bool lr_config_load_file(struct lr_config *cfg, const char *path)
 			         ps.failed ? ps.msg : "cannot be parsed");
 		goto out;
 	}
-	if (ps.holds_password && (st.st_mode & 077))
-		lr_log_warn("%s holds a password and is readable by group or others; chmod 600 it",
-		            path);
+	if (ps.holds_password)
+		check_secret_mode(path, &st);
 	if (!set_str(&cfg->path, path)) {
 		snprintf(cfg->err, sizeof(cfg->err), "out of memory");
 		goto out;

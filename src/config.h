@@ -13,6 +13,13 @@
 
 enum lr_on_lost { LR_ON_LOST_KILL, LR_ON_LOST_IGNORE };
 
+/* The ranges of the DURATION settings, in seconds, on the command line
+ * and in [lock] alike. */
+#define LR_TTL_MIN_S        1.0
+#define LR_TTL_MAX_S        86400.0    /* 1d */
+#define LR_WAIT_MAX_S       31536000.0 /* 365d */
+#define LR_KILL_AFTER_MAX_S 3600.0     /* 1h */
+
 /* Policy defaults a site may set once in [lock]; command-line flags win. */
 struct lr_lock_defaults {
 	double ttl;        /* seconds */

@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "admin.h"
+#include "cli.h"
 #include "config.h"
 #include "db.h"
 #include "doctor.h"
@@ -144,6 +145,9 @@ struct ctl {
 	enum lr_status_format format;
 	enum lr_status_format asked; /* what --format said */
 	bool names;
+	/* The command and its arguments, in order, options taken out. */
+	char **args;
+	int nargs;
 };
 
 static bool parse_capacity(const char *s, unsigned *out)
@@ -744,7 +748,7 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 			return NULL;
 		}
 		if (!parse_capacity(argv[2], &cap)) {
-			lr_log_error("invalid capacity '%s': use a whole number 0-1000000",
+			lr_log_error("invalid capacity '%s': use a whole number 1-1000000",
 			             argv[2]);
 			return NULL;
 		}
@@ -757,11 +761,10 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 			return NULL;
 		}
 	} else if (strcmp(cmd->name, "max-ttl") == 0 && argc > 1) {
+		char err[512];
 		double s;
-		if (!lr_duration_parse(argv[1], 86400, &s) || s < 1) {
-			lr_log_error(
-			    "invalid max-ttl '%s': use a duration of 1s to 1d, e.g. 90, 5m or 2h",
-			    argv[1]);
+		if (!lr_duration_arg("max-ttl", argv[1], 1, 86400, &s, err, sizeof(err))) {
+			lr_log_error("%s", err);
 			return NULL;
 		}
 	} else if ((strcmp(cmd->name, "status") == 0 || strcmp(cmd->name, "delete") == 0 ||
@@ -798,14 +801,15 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 }
 
 /* A DURATION option in whole seconds (a fraction rounds up), at most
- * max_s; zero only if allowed. */
+ * max_s; zero only if allowed (else a millisecond at least). */
 static bool whole_seconds(const char *opt, const char *arg, double max_s, bool zero,
                           unsigned long long *out)
 {
+	char err[512];
 	double d;
 
-	if (!lr_duration_parse(arg, max_s, &d) || (!zero && d <= 0)) {
-		lr_log_error("%s: invalid duration '%s': use e.g. 90, 30s, 5m, 2h or 7d", opt, arg);
+	if (!lr_duration_arg(opt, arg, zero ? 0 : 0.001, max_s, &d, err, sizeof(err))) {
+		lr_log_error("%s", err);
 		return false;
 	}
 	*out = lr_duration_ceil(d);
@@ -875,14 +879,43 @@ static bool take_option(struct ctl *c, int opt, const char *arg)
 	}
 }
 
-static int run(struct ctl *c, int argc, char **argv)
+/*
+ * Whether s is a negative number ("-1", "-0.5"): getopt would read it as
+ * options, but lockrunctl has no digit options, so it is an argument, and
+ * the command's own check names it ("invalid capacity '-1'").
+ */
+static bool negative_number(const char *s)
 {
-	const struct command *cmd;
-	int opt;
+	return s[0] == '-' && s[1] >= '0' && s[1] <= '9';
+}
+
+/*
+ * Reads the options, wherever they stand, into c, and the command with its
+ * arguments, in their order, into c->args (getopt in RETURN_IN_ORDER mode,
+ * "-" in front of the option letters: nothing is permuted). Returns -1 to
+ * go on, else the exit status: help, version, or a usage error, said in
+ * one line that names the culprit. No system calls but the output.
+ */
+static int read_args(struct ctl *c, int argc, char **argv)
+{
+	char err[512];
+	bool mid = false; /* getopt is inside a cluster like "-vq" */
+	int opt, at;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":c:jvqhVo:", longopts, NULL)) != -1) {
+	for (;;) {
+		if (!mid && optind < argc && negative_number(argv[optind])) {
+			c->args[c->nargs++] = argv[optind++];
+			continue;
+		}
+		at = optind;
+		if ((opt = getopt_long(argc, argv, "-:c:jvqhVo:", longopts, NULL)) == -1)
+			break;
+		mid = optind == at;
 		switch (opt) {
+		case 1:
+			c->args[c->nargs++] = optarg;
+			break;
 		case 'c':
 			c->config = optarg;
 			break;
@@ -910,25 +943,37 @@ static int run(struct ctl *c, int argc, char **argv)
 		case 'V':
 			printf("lockrunctl %s\n", LR_VERSION);
 			return LR_EXIT_OK;
-		case ':':
-			lr_log_error("option '%s' needs a value (see 'lockrunctl --help')",
-			             argv[optind - 1]);
-			return LR_EXIT_USAGE;
 		default:
-			lr_log_error("unknown option '%s' (see 'lockrunctl --help')",
-			             argv[optind - 1]);
+			lr_cli_bad_option(longopts, argv, at, opt, err, sizeof(err));
+			lr_log_error("%s (see 'lockrunctl --help')", err);
 			return LR_EXIT_USAGE;
 		}
 	}
+	while (optind < argc) /* after "--" */
+		c->args[c->nargs++] = argv[optind++];
+	return -1;
+}
+
+static int run(struct ctl *c, int argc, char **argv)
+{
+	const struct command *cmd;
+	int rc;
+
+	if (!(c->args = calloc((size_t)argc + 1, sizeof(*c->args)))) {
+		lr_log_error("out of memory");
+		return LR_EXIT_SOFTWARE;
+	}
+	if ((rc = read_args(c, argc, argv)) >= 0)
+		return rc;
 	lr_log_init("lockrunctl", c->verbosity < 0    ? LR_LOG_QUIET
 	                          : c->verbosity == 0 ? LR_LOG_NORMAL
 	                          : c->verbosity == 1 ? LR_LOG_VERBOSE
 	                                              : LR_LOG_DEBUG);
-	if (optind >= argc) {
+	if (!c->nargs) {
 		lr_log_error("no command given (see 'lockrunctl --help')");
 		return LR_EXIT_USAGE;
 	}
-	if (!(cmd = command_ok(c, argc - optind, argv + optind)))
+	if (!(cmd = command_ok(c, c->nargs, c->args)))
 		return LR_EXIT_USAGE;
 	if (!lr_config_load(&c->cfg, c->config)) {
 		lr_log_error("%s", c->cfg.err);
@@ -957,7 +1002,7 @@ static int run(struct ctl *c, int argc, char **argv)
 		lr_log_error("%s", lr_db_error(c->db));
 		return LR_EXIT_UNAVAILABLE;
 	}
-	return cmd->run(c, argc - optind, argv + optind);
+	return cmd->run(c, c->nargs, c->args);
 }
 
 int main(int argc, char **argv)
@@ -977,5 +1022,6 @@ int main(int argc, char **argv)
 		uv_loop_close(&c.loop);
 	}
 	lr_config_finish(&c.cfg);
+	free(c.args);
 	return rc;
 }

@@ -1,40 +1,41 @@
 #include "duration.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+static const struct {
+	char unit;
+	double secs;
+} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+
 /*
- * Parses DURATION, as lockrun and lockrunctl take it: a decimal number,
- * a fraction allowed, then at most one unit letter, s (the default), m,
- * h or d ("90", "30s", "1.5m", "2h", "7d"). No sign, space, exponent,
- * hex, infinity or NaN, so a typo is an error rather than a surprise.
- * False past max_s seconds.
+ * The syntax of DURATION: a decimal number, a fraction allowed (".5" and
+ * "5." as well, as sleep(1) takes them), then at most one unit letter, s
+ * (the default), m, h or d ("90", "30s", "1.5m", "2h", "7d"). No sign,
+ * space, exponent, hex, infinity or NaN, so a typo is an error rather than
+ * a surprise. Sets *out_s (infinite when too large for a double) and *unit
+ * (the letter, 0 for none); no range check. No system calls.
  */
-bool lr_duration_parse(const char *s, double max_s, double *out_s)
+static bool parse(const char *s, double *out_s, char *unit)
 {
-	static const struct {
-		char unit;
-		double secs;
-	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
 	const char *p = s;
 	char *end;
 	double d;
-	size_t i;
+	size_t i, digits = 0;
 
-	while (*p >= '0' && *p <= '9')
-		p++;
-	if (p == s || (*p == '.' && !(p[1] >= '0' && p[1] <= '9')))
-		return false;
+	for (; *p >= '0' && *p <= '9'; p++)
+		digits++;
 	if (*p == '.')
 		for (p++; *p >= '0' && *p <= '9'; p++)
-			;
-	errno = 0;
-	d = strtod(s, &end);
-	if (errno || end != p || !isfinite(d))
+			digits++;
+	if (!digits)
 		return false;
+	d = strtod(s, &end); /* ERANGE: HUGE_VAL, out of any range */
+	if (end != p || isnan(d))
+		return false;
+	*unit = *p;
 	if (*p) {
 		for (i = 0; i < sizeof(units) / sizeof(units[0]) && units[i].unit != *p; i++)
 			;
@@ -42,8 +43,70 @@ bool lr_duration_parse(const char *s, double max_s, double *out_s)
 			return false;
 		d *= units[i].secs;
 	}
-	if (d > max_s)
+	*out_s = d;
+	return true;
+}
+
+/* Parses DURATION (see parse()): false if malformed or past max_s seconds. */
+bool lr_duration_parse(const char *s, double max_s, double *out_s)
+{
+	double d;
+	char unit;
+
+	if (!parse(s, &d, &unit) || !(d <= max_s))
 		return false;
+	*out_s = d;
+	return true;
+}
+
+/* A range's bound for a message: in the unit the value was written in
+ * when it is whole there ("1d", "1440m"), else in seconds ("1s", "0.5s"). */
+static void bound(char *buf, size_t len, double secs, char unit)
+{
+	double k = 1, u;
+	size_t i, n;
+
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (units[i].unit == unit)
+			k = units[i].secs;
+	u = secs / k;
+	if (u < 1e15 && (double)(unsigned long long)u == u) {
+		snprintf(buf, len, "%llu%c", (unsigned long long)u, unit ? unit : 's');
+		return;
+	}
+	snprintf(buf, len, "%.3f", secs);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '0')
+		n--;
+	if (n && buf[n - 1] == '.')
+		n--;
+	snprintf(buf + n, len - n, "s");
+}
+
+/*
+ * Parses the DURATION value v of the option or key what, within lo..hi
+ * seconds. False with a one-line message in err that names what and v:
+ * "WHAT: 'V' is not a duration (e.g. 90, 30s, 1.5m, 2h, 1d)", or
+ * "WHAT: 'V' is out of range (1s to 1d)" with the bounds in the unit V was
+ * written in where they are whole in it. No system calls.
+ */
+bool lr_duration_arg(const char *what, const char *v, double lo, double hi, double *out_s,
+                     char *err, size_t errlen)
+{
+	char unit, a[48], b[48];
+	double d;
+
+	if (!parse(v, &d, &unit)) {
+		snprintf(err, errlen, "%s: '%s' is not a duration (e.g. 90, 30s, 1.5m, 2h, 1d)",
+		         what, v);
+		return false;
+	}
+	if (!(d >= lo && d <= hi)) {
+		bound(a, sizeof(a), lo, unit);
+		bound(b, sizeof(b), hi, unit);
+		snprintf(err, errlen, "%s: '%s' is out of range (%s to %s)", what, v, a, b);
+		return false;
+	}
 	*out_s = d;
 	return true;
 }

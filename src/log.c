@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "text.h"
+
 /* Most time spent at exit trying to report dropped lines. */
 #define EXIT_REPORT_MS 200
 
@@ -198,11 +200,14 @@ static void emit(enum lr_log_level need, int prio, const char *tag, const char *
 /* Formats one message into one buffer (a pending drop note and the erasing
  * of a status line included) and writes it with one non-blocking write.
  * Messages are capped well under PIPE_BUF, so a pipe takes all of a line
- * or none of it. In the journal a line starts with its syslog priority
- * prio as "<N>" (sd-daemon(3)), which journald strips and records. */
+ * or none of it. Whatever the message quotes (names, paths, values, a
+ * server's text) is escaped by lr_text_line(): a control character in it
+ * shows as \xHH and can neither drive the terminal nor start a line of its
+ * own. In the journal a line starts with its syslog priority prio as "<N>"
+ * (sd-daemon(3)), which journald strips and records. */
 static void emit(enum lr_log_level need, int prio, const char *tag, const char *fmt, va_list ap)
 {
-	char buf[PIPE_BUF], msg[2048];
+	char buf[PIPE_BUF], raw[2048], msg[2048];
 	size_t n, note;
 	int k;
 
@@ -216,7 +221,8 @@ static void emit(enum lr_log_level need, int prio, const char *tag, const char *
 	}
 	note = drop_note(buf + n, sizeof(buf) - n);
 	n += note;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	lr_text_line(msg, sizeof(msg), raw);
 	if (out_journal)
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "<%d>", prio);
 	k = snprintf(buf + n, sizeof(buf) - n, "%s: %s%s\n", prog_name, tag, msg);
@@ -250,12 +256,12 @@ static void status_as_line(const char *line)
 }
 
 /* A live status line for -v on a terminal, rewritten in place when it
- * changes; NULL clears it. Elsewhere, a line now and then (see
- * status_as_line). Never blocks either (a terminal stopped with ^S): a
- * line that cannot be shown is dropped. */
+ * changes, escaped like any message; NULL clears it. Elsewhere, a line
+ * now and then (see status_as_line). Never blocks either (a terminal
+ * stopped with ^S): a line that cannot be shown is dropped. */
 void lr_log_status(const char *line)
 {
-	char buf[sizeof(status_line) + 64];
+	char buf[sizeof(status_line) + 64], shown[sizeof(status_line)];
 	int n;
 
 	if (cur_level < LR_LOG_VERBOSE)
@@ -270,9 +276,10 @@ void lr_log_status(const char *line)
 		status_line[0] = '\0';
 		return;
 	}
-	if (strcmp(line, status_line) == 0)
+	lr_text_line(shown, sizeof(shown), line);
+	if (strcmp(shown, status_line) == 0)
 		return;
-	snprintf(status_line, sizeof(status_line), "%s", line);
+	memcpy(status_line, shown, sizeof(status_line));
 	n = snprintf(buf, sizeof(buf), "\r\033[K%s: %s", prog_name, status_line);
 	if (n > 0 && !put(buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1))
 		dropped++;

@@ -80,6 +80,39 @@ static bool wide(uint32_t cp)
 static const char hex[] = "0123456789abcdef";
 
 /*
+ * How the character at s[0..n) is written (see text.h): its bytes as they
+ * are, a doubled backslash (LR_TEXT_RECORD), or \xHH for each byte of a
+ * hidden character or invalid sequence. Fills out (at most 16 bytes) and
+ * *outlen, sets *cost to the characters it takes (LR_TEXT_SHOW: terminal
+ * columns, a wide character two) and returns how many bytes of s it
+ * covers. No system calls.
+ */
+static size_t piece(const char *s, size_t n, enum lr_text_mode mode, char out[16], size_t *outlen,
+                    size_t *cost)
+{
+	uint32_t cp = 0;
+	int len = lr_text_decode(s, n, &cp);
+	size_t bytes = (size_t)(len < 0 ? -len : len);
+
+	if (len > 0 && !lr_text_hidden(cp) && !(cp == '\\' && mode == LR_TEXT_RECORD)) {
+		memcpy(out, s, bytes);
+		*outlen = bytes;
+		*cost = mode == LR_TEXT_SHOW && wide(cp) ? 2 : 1;
+	} else if (len > 0 && cp == '\\') {
+		memcpy(out, "\\\\", 2);
+		*outlen = *cost = 2;
+	} else {
+		for (size_t k = 0; k < bytes; k++) {
+			unsigned char b = (unsigned char)s[k];
+			char e[4] = {'\\', 'x', hex[b >> 4], hex[b & 15]};
+			memcpy(out + 4 * k, e, sizeof(e));
+		}
+		*outlen = *cost = 4 * bytes;
+	}
+	return bytes;
+}
+
+/*
  * Appends s[0..n) to sb escaped as text.h describes, writing at most
  * *budget characters (an escape is never split) and taking what it wrote
  * off *budget. LR_TEXT_SHOW counts terminal columns instead: a wide
@@ -93,34 +126,43 @@ size_t lr_text_escape(struct lr_sb *sb, const char *s, size_t n, enum lr_text_mo
 	size_t i = 0;
 
 	while (i < n) {
-		uint32_t cp = 0;
-		int len = lr_text_decode(s + i, n - i, &cp);
-		size_t bytes = (size_t)(len < 0 ? -len : len);
+		char out[16];
+		size_t outlen, cost, bytes = piece(s + i, n - i, mode, out, &outlen, &cost);
 
-		if (len > 0 && !lr_text_hidden(cp) && !(cp == '\\' && mode == LR_TEXT_RECORD)) {
-			size_t cols = mode == LR_TEXT_SHOW && wide(cp) ? 2 : 1;
-			if (*budget < cols)
-				break;
-			lr_sb_add(sb, s + i, bytes);
-			*budget -= cols;
-		} else if (len > 0 && cp == '\\') {
-			if (*budget < 2)
-				break;
-			lr_sb_puts(sb, "\\\\");
-			*budget -= 2;
-		} else {
-			if (*budget < 4 * bytes)
-				break;
-			for (size_t k = 0; k < bytes; k++) {
-				unsigned char b = (unsigned char)s[i + k];
-				char e[4] = {'\\', 'x', hex[b >> 4], hex[b & 15]};
-				lr_sb_add(sb, e, sizeof(e));
-			}
-			*budget -= 4 * bytes;
-		}
+		if (*budget < cost)
+			break;
+		lr_sb_add(sb, out, outlen);
+		*budget -= cost;
 		i += bytes;
 	}
 	return i;
+}
+
+/*
+ * s as one line of a message, escaped like LR_TEXT_SHOW, into dst (size
+ * bytes, NUL-terminated, cut at an escape boundary): for diagnostics that
+ * quote what a user or a server gave, so that a control character shows as
+ * \xHH and can neither end the line nor drive the terminal. Returns the
+ * length written. One pass, no allocation: usable where memory is short.
+ */
+size_t lr_text_line(char *dst, size_t size, const char *s)
+{
+	size_t i = 0, n = strlen(s), len = 0;
+
+	if (!size)
+		return 0;
+	while (i < n) {
+		char out[16];
+		size_t outlen, cost, bytes = piece(s + i, n - i, LR_TEXT_SHOW, out, &outlen, &cost);
+
+		if (len + outlen >= size)
+			break;
+		memcpy(dst + len, out, outlen);
+		len += outlen;
+		i += bytes;
+	}
+	dst[len] = '\0';
+	return len;
 }
 
 /*

@@ -30,6 +30,10 @@
  *     Lengths are terminal columns: East Asian wide characters count two.
  * The result is valid UTF-8 without hidden characters.
  *
+ * A message line (lr_text_line): escaped like LR_TEXT_SHOW, into a fixed
+ * buffer. Every diagnostic goes through it (log.h), so that what a user or
+ * a server gave shows on one line and never drives the terminal.
+ *
  * JSON (lr_text_json): a string literal that is valid UTF-8 and valid
  * JSON (RFC 8259) whatever the input: '"' and '\' are escaped, a hidden
  * character is written \uXXXX (so it decodes to exactly that character),
@@ -56,6 +60,7 @@ size_t lr_text_escape(struct lr_sb *sb, const char *s, size_t n, enum lr_text_mo
                       size_t *budget);
 char *lr_text_record(const char *s, size_t max_chars);
 size_t lr_text_show(struct lr_sb *sb, const char *s, size_t max_cols);
+size_t lr_text_line(char *dst, size_t size, const char *s);
 void lr_text_json(struct lr_sb *sb, const char *s);
 
 #endif

@@ -5,6 +5,8 @@
 
 load helpers/common
 
+bats_require_minimum_version 1.5.0
+
 setup() {
 	reset_db
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set cfgsem 1
@@ -66,26 +68,53 @@ setup() {
 	wait
 }
 
-@test "a config file holding a password readable by others gets a warning" {
+@test "a config file holding a password that others may read or write gets a warning" {
 	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lockrun\npassword = %s\n' \
 		"$LR_PORT" "$(cat "$LR_DB/lockrun.pw")" >"$conf"
-	chmod 644 "$conf"
-	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
-	assert_success
-	assert_output --partial "warning: $conf holds a password and is readable by group or others"
+	local mode
+	for mode in 644 604 602; do
+		chmod "$mode" "$conf"
+		run --separate-stderr "$LOCKRUN" -c "$conf" -s cfgsem -- true
+		assert_success
+		[[ $stderr == "lockrun: warning: $conf holds a password and is "*" by others; chmod o-rwx it (0600, or 0640 with a group of its readers)" ]] ||
+			fail "mode $mode: $stderr"
+	done
 	chmod 600 "$conf"
 	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
 	assert_success
 	assert_output ""
 }
 
-@test "a password_file readable by others gets a warning" {
-	cp "$LR_DB/lockrun.pw" "$BATS_TEST_TMPDIR/pw"
-	chmod 640 "$BATS_TEST_TMPDIR/pw"
-	sed "s|^password_file.*|password_file = $BATS_TEST_TMPDIR/pw|" "$LR_DB/lockrun.conf" >"$conf"
+@test "a config file holding a password, 0640 with a group (as the packages install it): no warning" {
+	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lockrun\npassword = %s\n' \
+		"$LR_PORT" "$(cat "$LR_DB/lockrun.pw")" >"$conf"
+	chown root:daemon "$conf"
+	chmod 640 "$conf"
 	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
 	assert_success
-	assert_output --partial "warning: $BATS_TEST_TMPDIR/pw: password file is readable by group or others"
+	assert_output ""
+	# group-readable and -writable: still the owner's and the group's only
+	chmod 660 "$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_success
+	assert_output ""
+}
+
+@test "a password_file that others may read gets a warning; 0640 with a group does not" {
+	cp "$LR_DB/lockrun.pw" "$BATS_TEST_TMPDIR/pw"
+	chown root:daemon "$BATS_TEST_TMPDIR/pw"
+	sed "s|^password_file.*|password_file = $BATS_TEST_TMPDIR/pw|" "$LR_DB/lockrun.conf" >"$conf"
+	chmod 640 "$BATS_TEST_TMPDIR/pw"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_success
+	assert_output ""
+	chmod 644 "$BATS_TEST_TMPDIR/pw"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_success
+	assert_output "lockrun: warning: $BATS_TEST_TMPDIR/pw holds a password and is readable by others; chmod o-rwx it (0600, or 0640 with a group of its readers)"
+	# lockrunctl reads it the same way
+	run "$LOCKRUNCTL" -c "$conf" list --names
+	assert_line --partial "warning: $BATS_TEST_TMPDIR/pw holds a password and is readable by others"
 }
 
 @test "the password is neither in the child's environment nor on any command line" {

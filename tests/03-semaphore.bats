@@ -319,7 +319,7 @@ setup() {
 	assert_output --partial "invalid name 'bad name'"
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" set ok lots
 	assert_failure 64
-	assert_output "lockrunctl: invalid capacity 'lots': use a whole number 0-1000000"
+	assert_output "lockrunctl: invalid capacity 'lots': use a whole number 1-1000000"
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" set ok 2000000
 	assert_failure 64
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" set ok

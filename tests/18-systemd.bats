@@ -52,7 +52,7 @@ all_prefixed() {
 	sed "s|^password_file = .*|password = $(cat "$LR_DB/lockrun.pw")|" "$LOCKRUN_CONFIG" >"$conf"
 	chmod 644 "$conf"
 	jrun 0 "$err" "$LOCKRUN" -c "$conf" -x jr -- true
-	grep -q '^<4>lockrun: warning: .*readable by group or others' "$err" ||
+	grep -q '^<4>lockrun: warning: .*readable by others' "$err" ||
 		fail "no <4> warning line: $(cat "$err")"
 	all_prefixed "$err"
 	# lockrunctl's lines too

@@ -76,6 +76,28 @@ int main(void)
 	is_str(err, "unknown option '--bogus'", "message names it");
 	ok(!parse(&cli, err, sizeof(err), ARGV("-z", "-s", "a", "true")), "unknown short option");
 	is_str(err, "unknown option '-z'", "message names it");
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "-la", "true")),
+	   "unknown option in a cluster");
+	is_str(err, "unknown option '-l' in '-la'", "message names it, not the value before");
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "-nw")), "cluster without a value");
+	is_str(err, "option '-w' needs a value", "message names the option: %s", err);
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "--ttl")), "long without a value");
+	is_str(err, "option '--ttl' needs a value", "message names the option: %s", err);
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "--nonblock=yes", "true")),
+	   "a value for a flag");
+	is_str(err, "option '--nonblock' takes no value", "message says so: %s", err);
+	ok(!parse(&cli, err, sizeof(err), ARGV("-x", "foo", "--t", "5", "true")), "ambiguous");
+	is_str(err, "option '--t' is ambiguous", "message says so: %s", err);
+	ok(parse(&cli, err, sizeof(err),
+	         ARGV("-w", "1.5m", "--ttl", "2m", "--kill-after", "0.5s", "-x", "a", "true")) &&
+	       cli.wait == 90 && cli.ttl == 120 && cli.kill_after == 0.5,
+	   "--wait, --ttl and --kill-after take units");
+	ok(!parse(&cli, err, sizeof(err), ARGV("--timeout", "400d", "-x", "a", "true")),
+	   "--timeout 400d refused");
+	is_str(err, "--timeout: '400d' is out of range (0d to 365d)", "named as written: %s", err);
+	ok(!parse(&cli, err, sizeof(err), ARGV("--ttl", "2d", "-x", "a", "true")),
+	   "--ttl 2d refused");
+	is_str(err, "--ttl: '2d' is out of range (1s to 1d)", "the range in days: %s", err);
 	ok(!parse(&cli, err, sizeof(err), ARGV("-s")), "missing value");
 	ok(strstr(err, "needs a value") != NULL, "message says so: %s", err);
 	ok(!parse(&cli, err, sizeof(err), ARGV("-s", "a")), "no command");

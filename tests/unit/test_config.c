@@ -62,6 +62,26 @@ int main(void)
 	       cfg.lock.conflict_exit == 0 && cfg.lock.on_lost == LR_ON_LOST_IGNORE,
 	   "[lock] defaults");
 
+	p = write_file("units.conf",
+	               "[database]\nconnect_timeout = 1m\nread_timeout = 1.5\nwrite_timeout = 2s\n"
+	               "[lock]\nttl = 2m\nwait = 1.5h\nkill_after = 0.5s\n",
+	               0600);
+	ok(load(&cfg, p), "durations with units load: %s", cfg.err);
+	ok(cfg.db.connect_timeout == 60 && cfg.db.read_timeout == 2 && cfg.db.write_timeout == 2,
+	   "timeouts in whole seconds, a fraction rounded up");
+	ok(cfg.lock.ttl == 120 && cfg.lock.wait == 5400 && cfg.lock.kill_after == 0.5,
+	   "ttl, wait and kill_after take units");
+	p = write_file("range.conf", "[lock]\nttl = 2d\n", 0600);
+	ok(!load(&cfg, p) && strstr(cfg.err, ":2: ttl: '2d' is out of range (1s to 1d)") != NULL,
+	   "a range in the unit written: %s", cfg.err);
+	p = write_file("range2.conf", "[database]\nread_timeout = 2h\n", 0600);
+	ok(!load(&cfg, p) &&
+	       strstr(cfg.err, ":2: read_timeout: '2h' is out of range (1s to 1h)") != NULL,
+	   "timeouts too: %s", cfg.err);
+	p = write_file("wait.conf", "[lock]\nwait = someday\n", 0600);
+	ok(!load(&cfg, p) && strstr(cfg.err, ":2: wait: 'someday' is not a duration or 'forever'"),
+	   "wait names forever: %s", cfg.err);
+
 	p = write_file("bad1.conf", "[database]\nuser = x\nprot = 1\n", 0600);
 	ok(!load(&cfg, p), "unknown key refused");
 	ok(strstr(cfg.err, "bad1.conf:3: unknown key 'prot' in [database]") != NULL,

@@ -408,6 +408,23 @@ int main(void)
 		is_str(r, "\xe6\xbc\xa2\xe5\xad\x97", "record: a wide character is one character");
 		free(r);
 	}
+	{
+		/* A message line: what show gives, into a fixed buffer, never an
+		 * escape cut in two. */
+		char line[16];
+		size_t n;
+
+		n = lr_text_line(line, sizeof(line), "a\x1b]0;x\a\\\xc3\xa9\n");
+		is_str(line, "a\\x1b]0;x\\x07\\", "line: a character is never cut in two (%s)",
+		       line);
+		ok(n == strlen(line), "line: returns its length");
+		lr_text_line(line, sizeof(line), "\xe2\x80\xae\\\xc3\xa9");
+		is_str(line, "\\xe2\\x80\\xae\\\xc3\xa9", "line: bidi escaped, backslash kept (%s)",
+		       line);
+		lr_text_line(line, sizeof(line), "x\ny\r\t\x7f");
+		is_str(line, "x\\x0ay\\x0d\\x09", "line: no line ends, tabs or DEL raw (%s)", line);
+		ok(lr_text_line(line, 1, "abc") == 0 && line[0] == '\0', "line: room for nothing");
+	}
 
 	lr_sb_finish(&sb);
 	return tap_done();
