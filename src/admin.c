@@ -129,24 +129,28 @@ enum lr_admin_result lr_admin_set_capacity(lr_db *db, const char *name, unsigned
 
 /*
  * Lists every resource row: a table for people, JSON, or only the names
- * (one a line, as stored: a key is "id:KEY"; for shell completion). Used
+ * (one a line, as stored: a key is "id:KEY"; for shell completion); of
+ * one kind only if kind is not NULL (checked by the caller). Used
  * counts the permits of holds an acquirer counts (not past the sweep
  * grace), as `status` does; holds past it that no sweep removed yet are
  * shown apart. One query, no locks.
  */
-bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, FILE *out, char *err, size_t errlen)
+bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, const char *kind, FILE *out, char *err,
+                   size_t errlen)
 {
 	MYSQL_ROW row;
 	bool first = true;
 
-	if (!lr_db_query(db, "SELECT r.name, r.kind, r.capacity, COALESCE(SUM(IF(h.expires_at > "
-	                     "NOW(6) - " LR_SQL_GRACE ", h.permits, 0)), 0), r.fence, "
-	                     "DATE_FORMAT(r.created_at, '%Y-%m-%dT%H:%i:%SZ'), "
-	                     "DATE_FORMAT(r.updated_at, '%Y-%m-%dT%H:%i:%SZ'), "
-	                     "COALESCE(SUM(h.expires_at <= NOW(6) - " LR_SQL_GRACE "), 0), "
-	                     "GREATEST(32, MAX(CHAR_LENGTH(r.name)) OVER ()) "
-	                     "FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name "
-	                     "GROUP BY r.name ORDER BY r.name")) {
+	if (!lr_db_queryf(db,
+	                  "SELECT r.name, r.kind, r.capacity, COALESCE(SUM(IF(h.expires_at > "
+	                  "NOW(6) - " LR_SQL_GRACE ", h.permits, 0)), 0), r.fence, "
+	                  "DATE_FORMAT(r.created_at, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
+	                  "DATE_FORMAT(r.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
+	                  "COALESCE(SUM(h.expires_at <= NOW(6) - " LR_SQL_GRACE "), 0), "
+	                  "GREATEST(32, MAX(CHAR_LENGTH(r.name)) OVER ()) "
+	                  "FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name "
+	                  "WHERE r.kind = '%s' OR '%s' = '' GROUP BY r.name ORDER BY r.name",
+	                  kind ? kind : "", kind ? kind : "")) {
 		snprintf(err, errlen, "%s", lr_db_error(db));
 		return false;
 	}

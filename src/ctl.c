@@ -81,7 +81,8 @@ static void usage(FILE *out)
 	      "  status [NAME] [--format=text|json|prometheus]\n"
 	      "                        resources, holders (lease left, held for, token) and\n"
 	      "                        waiters (queue position, waited for)\n"
-	      "  list [--names]        every resource; --names: only the names, one a line\n"
+	      "  list [KIND] [--names] every resource (of KIND: semaphore, mutex, rwlock,\n"
+	      "                        key); --names: only the names, one a line\n"
 	      "  delete NAME           delete a resource nobody holds or waits for; its tokens\n"
 	      "                        are never handed out again\n"
 	      "  pause NAME [--reason TEXT]\n"
@@ -192,9 +193,14 @@ static bool name_arg(const char *name)
 {
 	if (resource_ok(name))
 		return true;
-	lr_log_error("invalid name '%s': use 1-%d letters, digits, '_', '.' or '-', "
-	             "starting with a letter or digit",
-	             name, LR_NAME_MAX);
+	/* An oversized name is cut, as lockrun cuts it: the start is enough
+	 * to recognise it, and a line should stay a line. */
+	if (strlen(name) > 80)
+		lr_log_error("name '%.20s...' is longer than %d bytes", name, LR_NAME_MAX);
+	else
+		lr_log_error("invalid name '%s': use 1-%d letters, digits, '_', '.' or '-', "
+		             "starting with a letter or digit",
+		             name, LR_NAME_MAX);
 	return false;
 }
 
@@ -383,15 +389,13 @@ static int cmd_list(struct ctl *c, int argc, char **argv)
 {
 	char err[1024];
 
-	(void)argc;
-	(void)argv;
 	if (!schema_ok(c))
 		return LR_EXIT_UNAVAILABLE;
 	if (!lr_admin_list(c->db,
 	                   c->names  ? LR_ADMIN_NAMES
 	                   : c->json ? LR_ADMIN_JSON
 	                             : LR_ADMIN_TABLE,
-	                   stdout, err, sizeof(err))) {
+	                   argc > 1 ? argv[1] : NULL, stdout, err, sizeof(err))) {
 		lr_log_error("%s", err);
 		return LR_EXIT_UNAVAILABLE;
 	}
@@ -656,7 +660,7 @@ static const struct command {
     {"set", 2, 2, 0, cmd_set},
     {"max-ttl", 0, 1, O_JSON | O_FORMAT, cmd_max_ttl},
     {"status", 0, 1, O_JSON | O_FORMAT, cmd_status},
-    {"list", 0, 0, O_JSON | O_FORMAT | O_NAMES, cmd_list},
+    {"list", 0, 1, O_JSON | O_FORMAT | O_NAMES, cmd_list},
     {"delete", 1, 1, 0, cmd_change},
     {"pause", 1, 1, O_REASON, cmd_change},
     {"resume", 1, 1, 0, cmd_change},
@@ -771,6 +775,12 @@ static const struct command *command_ok(struct ctl *c, int argc, char **argv)
 	            strcmp(cmd->name, "history") == 0 || strcmp(cmd->name, "pause") == 0 ||
 	            strcmp(cmd->name, "resume") == 0) &&
 	           argc > 1 && !name_arg(argv[1])) {
+		return NULL;
+	} else if (strcmp(cmd->name, "list") == 0 && argc > 1 &&
+	           strcmp(argv[1], "semaphore") != 0 && strcmp(argv[1], "mutex") != 0 &&
+	           strcmp(argv[1], "rwlock") != 0 && strcmp(argv[1], "key") != 0) {
+		lr_log_error("list: unknown kind '%s': use semaphore, mutex, rwlock or key",
+		             argv[1]);
 		return NULL;
 	} else if (strcmp(cmd->name, "timeline") == 0) {
 		for (int i = 1; i < argc; i++)
@@ -989,10 +999,18 @@ static int run(struct ctl *c, int argc, char **argv)
 		lr_log_error("out of memory");
 		return LR_EXIT_SOFTWARE;
 	}
+	/* The doctor reports on any server, an unsupported one included. */
+	if (cmd->run == cmd_doctor)
+		lr_db_allow_any_server(c->db);
 	if (!lr_db_connect(c->db)) {
 		lr_log_error("cannot connect to %s", lr_db_error(c->db));
 		return LR_EXIT_UNAVAILABLE;
 	}
+	/* An unsupported server (only the doctor is connected to one): no
+	 * session set-up, which it may not understand; the doctor says what
+	 * it is. */
+	if (!lr_db_supported(c->db))
+		return cmd->run(c, c->nargs, c->args);
 	/* UTC, so NOW(6) is the procedures' UTC_TIMESTAMP(6); a short lock
 	 * wait, so a hot row costs a retry, not a hang; READ COMMITTED, as
 	 * the procedures use, so range scans take no gap locks. */

@@ -45,6 +45,7 @@ struct lr_db {
 	void *idle_arg;
 
 	bool probe;          /* check a new connection with SELECT 1 */
+	bool any_server;     /* keep a connection to any server (lr_db_allow_any_server) */
 	size_t first_host;   /* where the next connect starts in the host list */
 	size_t cur_host;     /* the host of the current connection */
 	unsigned generation; /* bumped by every successful connect */
@@ -433,11 +434,9 @@ static void set_options(lr_db *db, MYSQL *m, bool tcp)
 
 static bool check_version(lr_db *db)
 {
-	unsigned long v = mysql_get_server_version(db->m);
 	const char *info = mysql_get_server_info(db->m);
-	bool maria = info && strstr(info, "MariaDB");
 
-	if (maria && v >= MIN_MARIADB)
+	if (lr_db_supported(db))
 		return true;
 	set_error(db, LR_DB_ETOOOLD,
 	          "%s: server version %s is not supported; lockrun needs MariaDB 10.6 or newer",
@@ -490,15 +489,16 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 		lr_db_disconnect(db);
 		return false;
 	}
-	if (!check_version(db)) {
+	if (!db->any_server && !check_version(db)) {
 		lr_db_disconnect(db);
 		return false;
 	}
 	/* A server may accept logins before it serves queries (a Galera node
 	 * still joining answers 1047): find out now, while other hosts can
 	 * still be tried. One round trip, unless the owner's first statement
-	 * serves as the probe (see lr_db_set_probe). */
-	if (db->probe && !lr_db_query(db, "SELECT 1")) {
+	 * serves as the probe (see lr_db_set_probe). Not on an unsupported
+	 * server: only the doctor stays connected to one, to report on it. */
+	if (db->probe && lr_db_supported(db) && !lr_db_query(db, "SELECT 1")) {
 		lr_db_disconnect(db);
 		return false;
 	}
@@ -789,6 +789,29 @@ bool lr_db_queryf(lr_db *db, const char *fmt, ...)
 	ok = lr_db_query(db, sql);
 	free(sql);
 	return ok;
+}
+
+/* For a caller that reports on the server itself (lockrunctl doctor):
+ * keep a connection to any server, however old or whatever it is, rather
+ * than refuse it as unsupported. */
+void lr_db_allow_any_server(lr_db *db)
+{
+	db->any_server = true;
+}
+
+/* The server's version as its handshake said it ("10.11.6-MariaDB-..."),
+ * or NULL when not connected. */
+const char *lr_db_server_info(const lr_db *db)
+{
+	return db->m ? mysql_get_server_info(db->m) : NULL;
+}
+
+/* Whether the server is one lockrun supports: MariaDB 10.6 or later. */
+bool lr_db_supported(const lr_db *db)
+{
+	const char *info = lr_db_server_info(db);
+
+	return info && strstr(info, "MariaDB") && mysql_get_server_version(db->m) >= MIN_MARIADB;
 }
 
 MYSQL_ROW lr_db_fetch(lr_db *db)

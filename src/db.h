@@ -62,6 +62,9 @@ unsigned lr_db_generation(const lr_db *db);
  * (procedures return their counts in rows, not as affected rows). */
 bool lr_db_query(lr_db *db, const char *sql);
 bool lr_db_queryf(lr_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void lr_db_allow_any_server(lr_db *db);
+const char *lr_db_server_info(const lr_db *db);
+bool lr_db_supported(const lr_db *db);
 MYSQL_ROW lr_db_fetch(lr_db *db);
 uint64_t lr_db_num_rows(const lr_db *db);
 uint64_t lr_db_affected_rows(const lr_db *db);

@@ -881,6 +881,19 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	bool ok = false;
 
 	*problems = 0;
+	/* A server lockrun does not support (lockrunctl connects anyway for
+	 * the doctor): that is the report; the other checks would ask it what
+	 * it may not even understand. */
+	if (!lr_db_supported(db)) {
+		say(&d, "server", SEV_FAIL,
+		    "%s is not supported: lockrun needs MariaDB 10.6 or later (MySQL is not "
+		    "supported)",
+		    lr_db_server_info(db) ? lr_db_server_info(db) : "this server");
+		*problems = 1;
+		print(&d, out, who, NULL, *problems, warnings);
+		ok = true;
+		goto out;
+	}
 	if (!lr_db_query(db, "SELECT CURRENT_USER(), DATABASE()") || !(row = lr_db_fetch(db)))
 		goto out;
 	snprintf(who, sizeof(who), "%s", row[0] ? row[0] : "?");

@@ -130,6 +130,29 @@ old_schema() {
 	assert_output "lockrun: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is not supported; lockrun needs MariaDB 10.6 or newer"
 }
 
+@test "doctor on a server that is not MariaDB 10.6 or newer: a report that says so (FAIL, exit 1), not a connect error" {
+	fake old
+	conf_with "port=$fake_port"
+	run "$LOCKRUNCTL" -c "$conf" doctor
+	assert_failure 1
+	assert_line --regexp "^FAIL  server +5\.1\.73-fake is not supported: lockrun needs MariaDB 10\.6 or$"
+	assert_line --index -1 "1 problem, 0 warnings: lockrun would fail or be unsafe here"
+	run "$LOCKRUNCTL" -c "$conf" doctor --json
+	assert_failure 1
+	assert_output --partial '"check":"server","status":"problem","detail":"5.1.73-fake is not supported'
+	# Other commands still refuse it before anything else.
+	run "$LOCKRUNCTL" -c "$conf" status
+	assert_failure 69
+	assert_output "lockrunctl: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is not supported; lockrun needs MariaDB 10.6 or newer"
+}
+
+@test "an oversized name is cut in lockrunctl's error as in lockrun's (64)" {
+	local long
+	long=$(printf 'a%.0s' {1..2000})
+	run -64 "$LOCKRUNCTL" -c "$conf" status "$long"
+	assert_output "lockrunctl: name 'aaaaaaaaaaaaaaaaaaaa...' is longer than 64 bytes"
+}
+
 @test "a server that accepts but never answers: gives up within connect_timeout" {
 	fake hang
 	conf_with "port=$fake_port" "connect_timeout=2"

@@ -138,8 +138,9 @@ rows() {
 	assert_equal "$(field outcome "$out")" busy
 	assert_equal "$(field state "$out")" busy
 	assert_equal "$(field message "$out")" "'q' is busy"
-	# Host, pid and account; never the command, which may carry secrets.
-	assert_equal "$(field holder "$out")" "apphost:4242 ($(app "SELECT USER()" | tail -n 1))"
+	# Host, pid, account and how long held; never the command, which may
+	# carry secrets.
+	assert_equal "$(field holder "$out")" "apphost:4242 ($(app "SELECT USER()" | tail -n 1)), held 0s"
 	assert_equal "$(field used "$out")/$(field capacity "$out")" 1/1
 	assert_equal "$(waiters q)" 0
 

@@ -152,7 +152,7 @@ holder_and_waiter() {
 	holder_and_waiter k5 A "exit 0"
 	run once k5 10 -n -- sh -c "$(rec_cmd "$rec" C)"
 	assert_failure 75
-	assert_output "lockrun: not acquired: another run with --id 'k5' is still going"
+	assert_output --regexp "^lockrun: not acquired: another run with --id 'k5' is still going; 'k5' held by [^ ]+ \(lockrun@[^)]+\), held [0-9]+s$"
 	touch "$BATS_TEST_TMPDIR/go.A"
 	wait "$a"
 	rc=0

@@ -76,13 +76,23 @@ long_options() {
 	assert_output "$(printf 'json\nprometheus\ntext')"
 }
 
-@test "lock names come from lockrunctl list --names, by kind" {
-	fake_ctl 'printf "backup-slots\nbuild\nid:nightly\nreports\n"'
+@test "lock names come from lockrunctl list KIND --names, by kind" {
+	fake_ctl 'case "$*" in
+		*semaphore*) printf "backup-slots\n" ;;
+		*mutex*) printf "build\n" ;;
+		*rwlock*) printf "reports\n" ;;
+		*key*) printf "id:nightly\n" ;;
+		*) printf "backup-slots\nbuild\nid:nightly\nreports\n" ;;
+	esac'
+	# After -s only semaphores, after -x only mutexes, after --read or
+	# --write only read-write locks.
 	run complete_line lockrun -s b
-	assert_output "$(printf 'backup-slots\nbuild')"
+	assert_output backup-slots
 	run complete_line lockrun -n --mutex ""
-	assert_output "$(printf 'backup-slots\nbuild\nreports')"
+	assert_output build
 	run complete_line lockrun --write=re
+	assert_output reports
+	run complete_line lockrun --read ""
 	assert_output reports
 	# --id KEY: keys, listed as id:KEY
 	run complete_line lockrun --id ""
@@ -93,10 +103,14 @@ long_options() {
 	assert_output nightly
 	run complete_line lockrunctl delete ""
 	assert_output "$(printf 'backup-slots\nbuild\nid:nightly\nreports')"
+	run complete_line lockrunctl set ""
+	assert_output backup-slots
 	# a second argument is no name
 	run complete_line lockrunctl set build ""
 	assert_output ""
-	assert_equal "$(sort -u "$calls")" "-q list --names"
+	run complete_line lockrunctl list ""
+	assert_output "$(printf 'key\nmutex\nrwlock\nsemaphore')"
+	assert_equal "$(sort -u "$calls")" "$(printf -- '-q list --names\n-q list key --names\n-q list mutex --names\n-q list rwlock --names\n-q list semaphore --names')"
 }
 
 @test "the -c FILE of the line being completed is the one lockrunctl uses" {
@@ -105,7 +119,7 @@ long_options() {
 	assert_output name-from-conf
 	run complete_line lockrunctl --config=/etc/third.conf status ""
 	assert_output name-from-conf
-	assert_equal "$(cat "$calls")" "-c /etc/other.conf -q list --names
+	assert_equal "$(cat "$calls")" "-c /etc/other.conf -q list mutex --names
 -c /etc/third.conf -q list --names"
 }
 
@@ -156,7 +170,9 @@ long_options() {
 	ln -s "$LOCKRUNCTL" "$fake/lockrunctl"
 	# list reads the tables: the operator's account, named on the line
 	run complete_line lockrun -c "$LR_ADMIN_CONFIG" -s comp-
-	assert_output "$(printf 'comp-mutex\ncomp-sem')"
+	assert_output comp-sem
+	run complete_line lockrun -c "$LR_ADMIN_CONFIG" -x comp-
+	assert_output comp-mutex
 }
 
 @test "zsh: the completion file loads and defines its functions" {

@@ -296,8 +296,8 @@ wait_rc() {
 	out=$(acq mutex:h-priv "$(newid)" "$(newid)")
 	assert_equal "$(field outcome "$out")" busy
 	holder=$(field holder "$out")
-	[[ $holder =~ ^"$(hostname)":$pid\ \(lockrun@[^\)]*\)$ ]] ||
-		fail "holder '$holder', want '$(hostname):$pid (lockrun@...)'"
+	[[ $holder =~ ^"$(hostname)":$pid\ \(lockrun@[^\)]*\),\ held\ [0-9]+s$ ]] ||
+		fail "holder '$holder', want '$(hostname):$pid (lockrun@...), held Ns'"
 	[[ $out != *hunter2* && $holder != *sleep* ]] || fail "the command shows: $out"
 	run "$LOCKRUN" -n -v -x h-priv -- true
 	assert_equal "$status" 75

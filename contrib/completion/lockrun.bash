@@ -33,7 +33,8 @@ _lockrun_words()
     done
 }
 
-# _lockrun_names [CONFIG]: the lock names the database knows, one a line;
+# _lockrun_names [CONFIG [KIND]]: the lock names the database knows (of
+# KIND: semaphore, mutex, rwlock or key), one a line;
 # nothing, quietly, if it fails or does not answer within half a second
 # (then what it printed so far may be cut short: it is not used either).
 _lockrun_names()
@@ -41,7 +42,7 @@ _lockrun_names()
     local -a cfg=()
     local out
     [[ -n ${1-} ]] && cfg=(-c "$1")
-    out=$(timeout -k 0.2 0.5 lockrunctl "${cfg[@]}" -q list --names 2>/dev/null </dev/null) &&
+    out=$(timeout -k 0.2 0.5 lockrunctl "${cfg[@]}" -q list ${2:+"$2"} --names 2>/dev/null </dev/null) &&
         printf '%s\n' "$out"
 }
 
@@ -71,10 +72,13 @@ _lockrun_reply_names()
         [[ -n $name ]] || continue
         case $kind:$name in
             key:id:*) names+=("${name#id:}") ;;
-            key:* | lock:id:*) ;;
+            key:*) ;;
+            all:*) names+=("$name") ;;
+            *:id:*) ;;
             *) names+=("$name") ;;
         esac
-    done < <(_lockrun_names "$(_lockrun_config)")
+    done < <(_lockrun_names "$(_lockrun_config)" "$(case $kind in
+        semaphore | mutex | rwlock | key) printf '%s' "$kind" ;; esac)")
     # bash replaces only what follows the last ':' of the word
     local colon=
     [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]] && colon=${cur%"${cur##*:}"}
@@ -145,7 +149,13 @@ _lockrun()
         return 0
     fi
     case $prev in
-        -s | --semaphore | -x | --mutex | --read | --write | --named)
+        -s | --semaphore)
+            _lockrun_reply_names semaphore "$cur" ;;
+        -x | --mutex)
+            _lockrun_reply_names mutex "$cur" ;;
+        --read | --write)
+            _lockrun_reply_names rwlock "$cur" ;;
+        --named)
             _lockrun_reply_names lock "$cur" ;;
         --id)
             _lockrun_reply_names key "$cur" ;;
@@ -177,7 +187,8 @@ _lockrunctl()
             esac
         else
             case $w in
-                --format | --since | --limit | --retention | --reason) ((i++)) ;;
+                --format | --since | --until | --limit | --retention | --reason | -o | \
+                    --output) ((i++)) ;;
                 -*) ;;
                 *) ((nargs++)) ;;
             esac
@@ -194,7 +205,10 @@ _lockrunctl()
         --format)
             COMPREPLY=($(compgen -W 'text json prometheus' -- "$cur"))
             return 0 ;;
-        --since | --limit | --retention | --reason)
+        -o | --output)
+            _lockrun_files "$cur"
+            return 0 ;;
+        --since | --until | --limit | --retention | --reason)
             return 0 ;;
     esac
 
@@ -203,22 +217,26 @@ _lockrunctl()
             COMPREPLY=($(compgen -W '-c --config -j --json -v --verbose -q --quiet
                 -h --help -V --version' -- "$cur"))
         else
-            COMPREPLY=($(compgen -W 'init set status list history check release
-                delete sweep doctor max-ttl' -- "$cur"))
+            COMPREPLY=($(compgen -W 'init set status list history timeline check
+                release delete pause resume sweep doctor max-ttl' -- "$cur"))
         fi
         return 0
     fi
 
     local opts='' which=''
     case $cmd in
-        set) ((nargs == 0)) && which=lock ;;
-        delete) ((nargs == 0)) && which=all ;;
+        set) ((nargs == 0)) && which=semaphore ;;
+        delete | resume) ((nargs == 0)) && which=all ;;
+        pause) opts='--reason'; ((nargs == 0)) && which=all ;;
+        timeline) opts='--since --until --output'; which=all ;;
         status) opts='--format --json'; ((nargs == 0)) && which=all ;;
-        history) opts='--since --limit --json'; ((nargs == 0)) && which=all ;;
-        list) opts='--names --json' ;;
-        sweep) opts='--retention --json' ;;
-        release) opts='--reason --json' ;;
-        check | doctor | max-ttl) opts='--json' ;;
+        history) opts='--since --limit --json --format'; ((nargs == 0)) && which=all ;;
+        list) opts='--names --json --format'
+            ((nargs == 0)) && [[ $cur != -* ]] &&
+                COMPREPLY=($(compgen -W 'semaphore mutex rwlock key' -- "$cur")) && return 0 ;;
+        sweep) opts='--retention --json --format' ;;
+        release) opts='--reason --json --format' ;;
+        check | doctor | max-ttl) opts='--json --format' ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
