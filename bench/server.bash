@@ -1,37 +1,57 @@
 # bench/server.bash: the "server" section of bench/run, sourced by it: what a
 # run costs the database server, in its own CPU time, beside a plain-SQL lock
 # and etcd. Uses bench/run's T, DB_PID, DB_PORT, ETCD_PID, ETCDCTL, LOCKRUN,
-# N_SRV, N_SRV_WARM, smoke, md, headline, db_sql, log and die.
+# N_SRV, N_SRV_WARM, SRV_IDLE_SECS, smoke, md, headline, db_sql, log and die.
 # shellcheck disable=SC2154 # smoke is bench/run's
 
 # srv_ticks PID: CPU clock ticks (user + system) PID has used.
 srv_ticks() { proc_ticks "$1"; }
 
-# srv_ms TICKS N: milliseconds of CPU per item, TICKS over N items.
-srv_ms() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", t * 1000 / hz / n }'; }
+# srv_ms TICKS N US IDLE: milliseconds of CPU per item, TICKS over N items
+# in US microseconds, less what the server spends idle (IDLE ticks a
+# second: its background threads, InnoDB's purge of earlier sections'
+# rows) over that time; never below 0.
+srv_ms() {
+	awk -v t="$1" -v n="$2" -v us="$3" -v idle="${4:-0}" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN { v = (t - idle * us / 1e6) * 1000 / hz / n; printf "%.3f", v < 0 ? 0 : v }'
+}
+
+# srv_idle PID SECS: the ticks a second PID uses while nothing runs.
+srv_idle() {
+	local a b
+	a=$(srv_ticks "$1")
+	sleep "$2"
+	b=$(srv_ticks "$1")
+	awk -v d=$((b - a)) -v s="$2" 'BEGIN { printf "%.3f", d / s }'
+}
 
 # srv_cold OUT PID N CMD...: runs CMD N times, one after the other; writes to
-# OUT the CPU ms per run that PID used meanwhile. Fails if a run failed.
+# OUT the CPU ms per run that PID used meanwhile, less its idle rate
+# ($SRV_IDLE for the database, $SRV_IDLE_ETCD for etcd). Fails if a run
+# failed.
 srv_cold() {
-	local out=$1 pid=$2 n=$3 i a b
+	local out=$1 pid=$2 n=$3 i a b t0 idle=$SRV_IDLE
 	shift 3
+	[[ $pid == "$DB_PID" ]] || idle=$SRV_IDLE_ETCD
+	t0=$(now_us)
 	a=$(srv_ticks "$pid")
 	for ((i = 0; i < n; i++)); do
 		"$@" </dev/null >/dev/null 2>&1 || die "server: '$*' failed"
 	done
 	b=$(srv_ticks "$pid")
-	srv_ms $((b - a)) "$n" >"$out"
+	srv_ms $((b - a)) "$n" $(($(now_us) - t0)) "$idle" >"$out"
 }
 
 # srv_warm OUT N DB SQLFILE: feeds SQLFILE to one mariadb client connection
 # (the lockrun account over TCP, as lockrun connects); writes to OUT the
 # server's CPU ms per item, N items in the file.
 srv_warm() {
-	local out=$1 n=$2 db=$3 file=$4 a b
+	local out=$1 n=$2 db=$3 file=$4 a b t0
+	t0=$(now_us)
 	a=$(srv_ticks "$DB_PID")
 	srv_client "$db" <"$file" >"$T/srv.warm.out" 2>&1 || die "server: $file: $(tail -n 2 "$T/srv.warm.out")"
 	b=$(srv_ticks "$DB_PID")
-	srv_ms $((b - a)) "$n" >"$out"
+	srv_ms $((b - a)) "$n" $(($(now_us) - t0)) "$SRV_IDLE" >"$out"
 }
 
 srv_client() {
@@ -90,6 +110,10 @@ section_server() {
 	"$LOCKRUN" -x srv-warm -- true
 	"$LOCKRUN" -x srv-renew -- true
 
+	# What the servers spend while nothing runs, taken off every figure.
+	SRV_IDLE=$(srv_idle "$DB_PID" "$SRV_IDLE_SECS")
+	SRV_IDLE_ETCD=$(srv_idle "$ETCD_PID" "$SRV_IDLE_SECS")
+	log "server: idle: MariaDB $SRV_IDLE, etcd $SRV_IDLE_ETCD ticks/s"
 	log "server: $n uncontended runs of each, cold"
 	srv_cold "$f/srv.lockrun" "$DB_PID" "$n" "$LOCKRUN" -x srv-mx -- true
 	srv_cold "$f/srv.plain" "$DB_PID" "$n" srv_client lrbench_plain -e "$SRV_PLAIN_TAKE $SRV_PLAIN_GIVE"
@@ -111,7 +135,9 @@ section_server() {
 	echo "$fleet" >"$f/srv.fleet"
 	md "## Server cost" ""
 	md "What a run costs the database server (or etcd's server): its CPU time, user + system," \
-		"from /proc/PID/stat before and after, divided by the runs. Cold: each run a new" \
+		"from /proc/PID/stat before and after, less what it spends idle over that time" \
+		"(measured over $SRV_IDLE_SECS s just before: MariaDB $SRV_IDLE, etcd $SRV_IDLE_ETCD clock" \
+		"ticks a second), divided by the runs. Cold: each run a new" \
 		"process and a new connection, as every lockrun run is; $n runs each ($ne for etcd)." \
 		"Warm: $nw operations on one connection of the \`mariadb\` client, through the SQL API" \
 		"with the runtime account." ""
