@@ -5,6 +5,8 @@
 
 load helpers/common
 
+bats_require_minimum_version 1.5.0
+
 setup() {
 	conf=$BATS_TEST_TMPDIR/db.conf
 }
