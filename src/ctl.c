@@ -491,6 +491,9 @@ out:
 		lr_log_error("cannot write %s: %s", c->output, strerror(errno));
 		rc = LR_EXIT_CANTCREAT;
 	}
+	/* No half-written picture is left behind. */
+	if (out != stdout && rc != LR_EXIT_OK)
+		unlink(c->output);
 	return rc;
 }
 

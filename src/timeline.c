@@ -11,7 +11,8 @@
 #include "strbuf.h"
 #include "text.h"
 
-/* Grants drawn at most: beyond, the picture says it was cut. */
+/* Grant rows drawn at most (by resource name, then time): beyond, the
+ * picture says it was cut. */
 #define MAX_BARS  20000
 #define MAX_SLOTS 64
 
@@ -392,8 +393,9 @@ static void print_svg(FILE *out, const struct bar *b, size_t n, int lanes, doubl
 	utc(now - (double)q->until, true, t2, sizeof(t2));
 	fprintf(out,
 	        "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">lockrun timeline: "
-	        "%s to %s UTC, %zu grant%s</text>\n",
-	        t1, t2, n, n == 1 ? "" : "s");
+	        "%s to %s UTC, %zu grant%s%s</text>\n",
+	        t1, t2, n, n == 1 ? "" : "s",
+	        n >= MAX_BARS ? " (cut: the first by resource name; name fewer resources)" : "");
 	/* Axis: ticks at round times of day. */
 	fprintf(out, "<g class=\"axis\" stroke=\"#dddddd\">\n");
 	for (double t = cl(from / step) * step; t <= from + span + 1e-6; t += step) {
@@ -518,6 +520,9 @@ static void print_text(FILE *out, const struct bar *b, size_t n, int lanes, doub
 			fprintf(out, "%-20s", "");
 		fprintf(out, " |%s|\n", line);
 	}
+	if (n >= MAX_BARS)
+		fprintf(out, "cut at %d grants, the first by resource name: name fewer resources\n",
+		        MAX_BARS);
 	fputs("marks: ", out);
 	for (int h = 0; h < H_COUNT; h++)
 		fprintf(out, "%s%c %s", h ? ", " : "", hows[h].mark, hows[h].label);

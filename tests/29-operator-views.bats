@@ -81,4 +81,14 @@ c() {
 	run c status --format=prometheus
 	assert_success
 	assert_output --partial "lockrun_"
+	# list KIND: one kind only; an unknown kind is 64.
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set ov-sem 2
+	run c list semaphore --names
+	assert_line ov-sem
+	refute_line ov-fmt
+	run c list mutex --names
+	assert_line ov-fmt
+	refute_line ov-sem
+	run -64 c list bogus
+	assert_output "lockrunctl: list: unknown kind 'bogus': use semaphore, mutex, rwlock or key"
 }
