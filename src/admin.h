@@ -1,6 +1,9 @@
 /* The SQL of administering resources: capacities and their audit,
  * pausing and resuming, listing, and deleting a resource (keeping its
- * fence as a floor). Uses db, txn and report. */
+ * fence as a floor). Uses db, txn and report.
+ *
+ * May use: db, lease, report, strbuf, txn.
+ */
 #ifndef LR_ADMIN_H
 #define LR_ADMIN_H
 

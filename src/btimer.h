@@ -4,6 +4,8 @@
  * suspended; a lease at the server does not. This one fires at once after
  * a resume if its time passed meanwhile. Used for everything that must
  * happen by a lease's deadline.
+ *
+ * May use: nothing of lockrun's.
  */
 #ifndef LR_BTIMER_H
 #define LR_BTIMER_H

@@ -2,6 +2,8 @@
  * lockrun's command line. Parsing stops at the first non-option or "--",
  * so the command's own flags are never looked at. lr_cli_bad_option()
  * words what getopt refused, for lockrunctl's command line too.
+ *
+ * May use: config, duration, exitcodes, item.
  */
 #ifndef LR_CLI_H
 #define LR_CLI_H
@@ -13,7 +15,7 @@
 
 #include <getopt.h>
 
-#include "lock.h"
+#include "item.h"
 
 struct lr_cli {
 	struct lr_item *items;

@@ -3,6 +3,8 @@
  * locks live, [lock] sets site defaults for lockrun's own options.
  * Lookup: the -c file, else $LOCKRUN_CONFIG, else /etc/lockrun.conf; with
  * none at all, the local server's socket as the current OS user.
+ *
+ * May use: db, duration, log, lr_build (generated).
  */
 #ifndef LR_CONFIG_H
 #define LR_CONFIG_H

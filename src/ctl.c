@@ -3,6 +3,10 @@
  * status, the lock log, forced releases and checks of a deployment. Runs
  * one command and exits. This file only parses the command line and
  * hands each command to its module.
+ *
+ * May use: admin, cli, config, db, doctor, duration, exitcodes, grant,
+ * history, item, log, schema, settings, status, sweep, text, timeline,
+ * lr_build (generated).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,7 +31,7 @@
 #include "exitcodes.h"
 #include "grant.h"
 #include "history.h"
-#include "lock.h"
+#include "item.h"
 #include "log.h"
 #include "lr_build.h"
 #include "schema.h"

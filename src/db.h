@@ -5,6 +5,8 @@
  * served; callbacks must therefore never call into this module themselves.
  * Every operation has a deadline; a hung server costs at most that long.
  * This module knows nothing about locks.
+ *
+ * May use: log, strbuf.
  */
 #ifndef LR_DB_H
 #define LR_DB_H

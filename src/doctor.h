@@ -3,6 +3,8 @@
  * what lockrun needs, and explains each finding. A problem is something
  * that would make lockrun fail or be unsafe there; a warning is worth a
  * look but does not stop it.
+ *
+ * May use: db, duration, report, schema, strbuf, text.
  */
 #ifndef LR_DOCTOR_H
 #define LR_DOCTOR_H

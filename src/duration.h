@@ -3,6 +3,8 @@
  * lines and in the configuration file alike: a decimal number with an
  * optional unit, s (the default), m, h or d: "30", "30s", "1.5m", "2h",
  * "7d". And back, for output: "3m12s", "0.4s", "2d4h".
+ *
+ * May use: nothing of lockrun's.
  */
 #ifndef LR_DURATION_H
 #define LR_DURATION_H

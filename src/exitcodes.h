@@ -2,6 +2,8 @@
  * Exit statuses of lockrun and lockrunctl. Besides these, lockrun exits with
  * its child's status, or 128+N when the child was killed by signal N.
  * The numbers follow sysexits(3) where one fits; keep doc/ and README in step.
+ *
+ * May use: nothing of lockrun's.
  */
 #ifndef LR_EXITCODES_H
 #define LR_EXITCODES_H

@@ -2,6 +2,8 @@
  * One grant, by its public number (LOCKRUN_LEASE, lr_grants.id), as an
  * operator sees it: is it live (and with which tokens), and releasing it
  * by force when its holder is stuck or gone.
+ *
+ * May use: db, duration, report, strbuf, txn.
  */
 #ifndef LR_GRANT_H
 #define LR_GRANT_H

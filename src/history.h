@@ -1,4 +1,7 @@
-/* lockrunctl history: what ran under a resource, from the lock log. */
+/* lockrunctl history: what ran under a resource, from the lock log.
+ *
+ * May use: db, duration, lease, report, strbuf.
+ */
 #ifndef LR_HISTORY_H
 #define LR_HISTORY_H
 
@@ -7,7 +10,7 @@
 #include <stdio.h>
 
 #include "db.h"
-#include "lock.h"
+#include "lease.h"
 
 /* SQL over lr_grants g LEFT JOIN LR_HISTORY_HX hx (each grant's latest
  * hold expiry). A running grant's lease ends when its last hold expires

@@ -15,7 +15,6 @@
 #include "log.h"
 #include "named.h"
 
-#define KEY_PREFIX "id:"
 /* Tries of one attempt, or of a settlement, through deadlocks, lock wait
  * timeouts and lost connections (jittered backoff from 5 ms to 1 s). */
 #define TX_RETRIES 12
@@ -30,157 +29,34 @@
 #define FULL_BACKOFF_MIN_MS 50
 #define FULL_BACKOFF_MAX_MS 2000
 
-const char *lr_kind_name(enum lr_kind k)
-{
-	switch (k) {
-	case LR_KIND_SEMAPHORE:
-		return "semaphore";
-	case LR_KIND_MUTEX:
-		return "mutex";
-	case LR_KIND_READ:
-	case LR_KIND_WRITE:
-		return "rwlock";
-	case LR_KIND_KEY:
-		return "key";
-	case LR_KIND_NAMED:
-		return "named lock";
-	}
-	return "?";
-}
-
-/* Names: 1-64 bytes of [A-Za-z0-9_.-], starting with a letter or digit.
- * Narrow on purpose: safe in SQL, shell, logs and file names alike. */
-bool lr_name_valid(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n > LR_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		bool alnum =
-		    (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-		if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
-			return false;
-	}
-	return true;
-}
-
-/* Parses "NAME" or, for semaphores, "NAME:COUNT". */
-bool lr_item_parse(struct lr_item *it, enum lr_kind kind, const char *arg, char *err, size_t errlen)
-{
-	const char *colon = kind == LR_KIND_SEMAPHORE ? strrchr(arg, ':') : NULL;
-	size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
-	char name[LR_NAME_MAX + 1];
-
-	memset(it, 0, sizeof(*it));
-	it->kind = kind;
-	it->count = 1;
-	if (n > LR_NAME_MAX) {
-		snprintf(err, errlen, "name '%.*s...' is longer than %d bytes", 20, arg,
-		         LR_NAME_MAX);
-		return false;
-	}
-	memcpy(name, arg, n);
-	name[n] = '\0';
-	if (!lr_name_valid(name)) {
-		snprintf(err, errlen,
-		         "invalid name '%s': use 1-%d letters, digits, '_', '.' or '-', "
-		         "starting with a letter or digit",
-		         name, LR_NAME_MAX);
-		return false;
-	}
-	if (colon) {
-		char *end;
-		unsigned long c;
-		errno = 0;
-		c = strtoul(colon + 1, &end, 10);
-		if (errno || !colon[1] || *end || colon[1] == '-' || colon[1] == '+' || c < 1 ||
-		    c > 1000000) {
-			snprintf(err, errlen,
-			         "invalid count '%s' for '%s': use a whole number 1-1000000",
-			         colon + 1, name);
-			return false;
-		}
-		it->count = (unsigned)c;
-	}
-	/* lockrun's own named locks (schema, wake-ups) must not be taken
-	 * by hand: a held "lockrun.schema" would block `lockrunctl init`. */
-	if (kind == LR_KIND_NAMED && strncmp(name, "lockrun.", 8) == 0) {
-		snprintf(err, errlen,
-		         "named lock '%s': names starting with 'lockrun.' are reserved", name);
-		return false;
-	}
-	snprintf(it->name, sizeof(it->name), "%s%s", kind == LR_KIND_KEY ? KEY_PREFIX : "", name);
-	return true;
-}
-
-/* The name as the user gave it: keys without their "id:" prefix. */
-const char *lr_lock_display_name(const struct lr_item *it)
-{
-	return it->kind == LR_KIND_KEY ? it->name + strlen(KEY_PREFIX) : it->name;
-}
-
-static void new_request_id(char out[33])
-{
-	unsigned char b[16];
-	size_t got = 0;
-
-	while (got < sizeof(b)) {
-		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-		if (n > 0)
-			got += (size_t)n;
-		else if (errno != EINTR)
-			break;
-	}
-	for (size_t i = 0; i < sizeof(b); i++)
-		snprintf(out + 2 * i, 3, "%02x", b[i]);
-}
-
-bool lr_lock_init(struct lr_lock *lk, uv_loop_t *loop, lr_db *db, const struct lr_owner *owner,
+/* Called once per run, before anything is added. Costs two getrandom
+ * calls and one allocation; nothing is sent. */
+bool lr_lock_init(struct lr_request *lk, uv_loop_t *loop, lr_db *db, const struct lr_owner *owner,
                   unsigned ttl_ms)
 {
-	memset(lk, 0, sizeof(*lk));
-	lk->loop = loop;
-	lk->db = db;
-	lk->owner = *owner;
-	lk->ttl_ms = ttl_ms;
-	new_request_id(lk->request_id);
-	new_request_id(lk->lease);
 	/* The first CALL is the probe of a new connection (and the schema
 	 * check): no SELECT 1 before it. */
 	lr_db_set_probe(db, false);
-	lk->timer = malloc(sizeof(*lk->timer));
-	if (!lk->timer)
-		return false;
-	uv_timer_init(loop, lk->timer);
-	lk->timer->data = lk;
-	return true;
+	return lr_request_init(lk, loop, db, owner, ttl_ms);
 }
 
-static void free_handle(uv_handle_t *h)
-{
-	free(h);
-}
-
-void lr_lock_finish(struct lr_lock *lk)
+/* Leaves any queue, closes the doorbell connection and frees the request.
+ * Costs a round trip only if waiter rows may still exist. */
+void lr_lock_finish(struct lr_request *lk)
 {
 	lr_wait_end(lk);
 	lr_wait_close(lk);
-	free(lk->items);
-	if (lk->timer)
-		uv_close((uv_handle_t *)lk->timer, free_handle);
-	memset(lk, 0, sizeof(*lk));
+	lr_request_finish(lk);
 }
 
-void lr_lock_end_wait(struct lr_lock *lk)
+void lr_lock_end_wait(struct lr_request *lk)
 {
 	lr_wait_close(lk);
 }
 
 /* The flag also interrupts a statement in flight (a GET_LOCK or a
  * doorbell sleep), on either connection. */
-void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag)
+void lr_lock_set_cancel(struct lr_request *lk, const volatile bool *flag)
 {
 	lk->cancel = flag;
 	lr_db_set_cancel(lk->db, flag);
@@ -194,105 +70,15 @@ void lr_lock_set_cancel(struct lr_lock *lk, const volatile bool *flag)
  * server's clock) unless a run failed, and waited for like a mutex while a
  * run holds it, as its outcome decides whether this run is needed at all.
  */
-void lr_lock_set_once(struct lr_lock *lk, uint64_t period_ms, uint64_t offset_ms)
+void lr_lock_set_once(struct lr_request *lk, uint64_t period_ms, uint64_t offset_ms)
 {
 	lk->once_per_ms = period_ms;
 	lk->once_offset_ms = offset_ms;
 }
 
-/* Adds an item keeping the list sorted by name, the order rows are locked
- * in. The same name twice is an error, whatever the kinds. */
-bool lr_lock_add(struct lr_lock *lk, const struct lr_item *it, char *err, size_t errlen)
-{
-	struct lr_item *grown;
-	size_t i;
-
-	for (i = 0; i < lk->nitems; i++) {
-		if (strcmp(lk->items[i].name, it->name) == 0) {
-			snprintf(err, errlen, "'%s' is named more than once",
-			         lr_lock_display_name(it));
-			return false;
-		}
-	}
-	grown = realloc(lk->items, (lk->nitems + 1) * sizeof(*grown));
-	if (!grown) {
-		snprintf(err, errlen, "out of memory");
-		return false;
-	}
-	lk->items = grown;
-	for (i = lk->nitems; i > 0 && strcmp(lk->items[i - 1].name, it->name) > 0; i--)
-		lk->items[i] = lk->items[i - 1];
-	lk->items[i] = *it;
-	lk->nitems++;
-	if (it->kind == LR_KIND_NAMED)
-		lk->nnamed++;
-	else
-		lk->ntable++;
-	return true;
-}
-
-uint64_t lr_lock_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Uniform in [ms/2, 3ms/2): waiters that started together drift apart. */
-unsigned lr_lock_jitter(unsigned ms)
-{
-	unsigned r;
-
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
-		r = (unsigned)rand();
-	return ms / 2 + (ms ? r % ms : 0);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-	struct lr_lock *lk = t->data;
-	lk->timer_fired = true;
-	uv_stop(t->loop);
-}
-
-bool lr_lock_canceled(const struct lr_lock *lk)
-{
-	return lk->cancel && *lk->cancel;
-}
-
-/* Sleeps on the loop (signals and children are still served) for ms, or
- * until the cancel flag is raised. */
-void lr_lock_nap(struct lr_lock *lk, unsigned ms)
-{
-	lk->timer_fired = false;
-	uv_timer_start(lk->timer, on_timer, ms, 0);
-	while (!lk->timer_fired && !lr_lock_canceled(lk))
-		uv_run(lk->loop, UV_RUN_ONCE);
-	uv_timer_stop(lk->timer);
-}
-
-static bool is_table(const struct lr_item *it)
-{
-	return it->kind != LR_KIND_NAMED;
-}
-
-struct lr_item *lr_lock_find(struct lr_lock *lk, const char *name)
-{
-	for (size_t i = 0; i < lk->nitems; i++)
-		if (is_table(&lk->items[i]) && strcmp(lk->items[i].name, name) == 0)
-			return &lk->items[i];
-	return NULL;
-}
-
-void lr_lock_take_db_error(struct lr_lock *lk, lr_db *db)
-{
-	snprintf(lk->err, sizeof(lk->err), "%s", lr_db_error(db));
-}
-
 /* The connect error in lk->err; a full server is named as such, and
  * remembered, as it makes a wait that runs out "not acquired". */
-static void take_connect_error(struct lr_lock *lk)
+static void take_connect_error(struct lr_request *lk)
 {
 	lk->server_full = lr_db_error_is_busy(lr_db_errno(lk->db));
 	snprintf(lk->err, sizeof(lk->err), "%s%s",
@@ -302,7 +88,7 @@ static void take_connect_error(struct lr_lock *lk)
 /* Connected, reconnecting if need be. Nothing to set up on a new
  * connection: the procedures set what they need themselves. Costs a
  * handshake after a lost connection, nothing otherwise. */
-bool lr_lock_ensure_connected(struct lr_lock *lk)
+static bool ensure_connected(struct lr_request *lk)
 {
 	if (lr_db_connected(lk->db))
 		return true;
@@ -330,19 +116,19 @@ bool lr_lock_ensure_connected(struct lr_lock *lk)
  * Costs one connection attempt per try; a full server is asked nothing
  * else.
  */
-bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why)
+bool lr_lock_connect(struct lr_request *lk, double *wait_s, enum lr_acquire *why)
 {
 	double wait = *wait_s;
-	uint64_t start = lr_lock_now_ms(), now;
+	uint64_t start = lr_request_now_ms(), now;
 	uint64_t deadline = wait < 0 ? UINT64_MAX : start + lr_duration_round(wait * 1000.0);
 	unsigned backoff = FULL_BACKOFF_MIN_MS, ms;
 	bool ok;
 
 	for (;;) {
 		ok = lr_db_connect(lk->db);
-		if (ok || lr_lock_canceled(lk) || !lr_db_error_is_busy(lr_db_errno(lk->db)))
+		if (ok || lr_request_canceled(lk) || !lr_db_error_is_busy(lr_db_errno(lk->db)))
 			break;
-		now = lr_lock_now_ms();
+		now = lr_request_now_ms();
 		if (now >= deadline)
 			break;
 		if (!lk->db_trouble) {
@@ -359,11 +145,11 @@ bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why)
 				    FULL_BACKOFF_MIN_MS, FULL_BACKOFF_MAX_MS / 1000, wait);
 			lk->db_trouble = true;
 		}
-		ms = lr_lock_jitter(backoff);
-		lr_lock_nap(lk, now + ms > deadline ? (unsigned)(deadline - now) + 1 : ms);
+		ms = lr_request_jitter(backoff);
+		lr_request_nap(lk, now + ms > deadline ? (unsigned)(deadline - now) + 1 : ms);
 		backoff = backoff * 2 > FULL_BACKOFF_MAX_MS ? FULL_BACKOFF_MAX_MS : backoff * 2;
 	}
-	now = lr_lock_now_ms();
+	now = lr_request_now_ms();
 	if (wait > 0)
 		*wait_s = now >= deadline ? 0 : (double)(deadline - now) / 1000.0;
 	if (ok) {
@@ -374,7 +160,7 @@ bool lr_lock_connect(struct lr_lock *lk, double *wait_s, enum lr_acquire *why)
 		return true;
 	}
 	take_connect_error(lk);
-	if (lr_lock_canceled(lk)) {
+	if (lr_request_canceled(lk)) {
 		*why = LR_ACQ_CANCELED;
 	} else if (lk->server_full) {
 		*why = LR_ACQ_FULL;
@@ -393,7 +179,7 @@ enum tx { TX_OK, TX_BUSY, TX_KEY_BUSY, TX_DONE, TX_INVALID, TX_RETRY, TX_FAIL };
 
 /* What a failed CALL means for the attempt. An unknown outcome is marked,
  * to be settled before anything else. */
-static enum tx from_call(struct lr_lock *lk, enum lr_call c)
+static enum tx from_call(struct lr_request *lk, enum lr_call c)
 {
 	switch (c) {
 	case LR_CALL_OK:
@@ -401,7 +187,7 @@ static enum tx from_call(struct lr_lock *lk, enum lr_call c)
 	case LR_CALL_RETRY:
 		if (lk->lease_spent) {
 			lr_log_info("%s", lk->err);
-			new_request_id(lk->lease);
+			lr_request_new_lease(lk);
 			lk->lease_spent = false;
 			lk->queued = false;
 		}
@@ -423,7 +209,7 @@ static enum tx from_call(struct lr_lock *lk, enum lr_call c)
  * TX_RETRY with lk->unsettled still set: not settled yet, try again. One
  * round trip.
  */
-static enum tx settle(struct lr_lock *lk)
+static enum tx settle(struct lr_request *lk)
 {
 	enum lr_outcome o = LR_OUT_NONE;
 	enum lr_call c = lr_call_settle(lk, &o);
@@ -439,7 +225,7 @@ static enum tx settle(struct lr_lock *lk)
 	/* The lost answer was "the window is done": it stays done. */
 	if (o == LR_OUT_DONE)
 		return TX_DONE;
-	new_request_id(lk->lease);
+	lr_request_new_lease(lk);
 	return TX_RETRY;
 }
 
@@ -448,7 +234,7 @@ static enum tx settle(struct lr_lock *lk)
  * (one CALL lockrun_acquire, queueing when may_enqueue). All or nothing:
  * named locks taken for a request whose tables are busy are given back.
  */
-static enum tx try_once(struct lr_lock *lk, bool may_enqueue)
+static enum tx try_once(struct lr_request *lk, bool may_enqueue)
 {
 	enum lr_outcome o = LR_OUT_NONE;
 	enum tx r;
@@ -499,7 +285,7 @@ static enum tx try_once(struct lr_lock *lk, bool may_enqueue)
  * request went with the lost connection. Take them again, or give the
  * grant back: it is useless without them, and giving it back must not end
  * our wait's interruptibility. */
-static enum tx adopt(struct lr_lock *lk)
+static enum tx adopt(struct lr_request *lk)
 {
 	const volatile bool *cancel = lk->cancel;
 	enum tx r = TX_OK;
@@ -521,7 +307,7 @@ static enum tx adopt(struct lr_lock *lk)
 	lr_lock_release(lk, LR_END_ABORTED, 0);
 	lr_lock_set_cancel(lk, cancel);
 	lk->grant_id = 0;
-	new_request_id(lk->lease);
+	lr_request_new_lease(lk);
 	return r;
 }
 
@@ -529,13 +315,13 @@ static enum tx adopt(struct lr_lock *lk)
  * failures and dropped connections (bounded, jittered backoff); an unknown
  * outcome is settled first. Round trips: one CALL per try, plus named locks
  * and settlements. */
-static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
+static enum tx attempt(struct lr_request *lk, bool may_enqueue)
 {
 	enum tx r = TX_RETRY;
 	unsigned backoff = 5;
 
-	for (int i = 0; i < TX_RETRIES && !lr_lock_canceled(lk); i++) {
-		if (!lr_lock_ensure_connected(lk)) {
+	for (int i = 0; i < TX_RETRIES && !lr_request_canceled(lk); i++) {
+		if (!ensure_connected(lk)) {
 			/* Retrying on regardless (a wait is a wait); but say why it
 			 * is taking long, once until the database is back. */
 			if (!lk->db_trouble)
@@ -544,7 +330,7 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 			r = TX_RETRY;
 			/* Full past the end of the wait: that is "not acquired",
 			 * and more tries would only cost the server logins. */
-			if (lk->server_full && lr_lock_now_ms() >= lk->wait_until)
+			if (lk->server_full && lr_request_now_ms() >= lk->wait_until)
 				break;
 		} else if (lk->unsettled) {
 			r = settle(lk);
@@ -566,7 +352,7 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 				continue; /* a first deadlock: straight again */
 		}
 		lr_log_debug("retrying: %s", lk->err);
-		lr_lock_nap(lk, lr_lock_jitter(backoff));
+		lr_request_nap(lk, lr_request_jitter(backoff));
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	return r;
@@ -574,16 +360,16 @@ static enum tx attempt(struct lr_lock *lk, bool may_enqueue)
 
 /* Leaves the queue: on giving up, on a signal, on an error. Best effort:
  * rows left behind expire after 10 s anyway. One round trip. */
-static void dequeue(struct lr_lock *lk)
+static void dequeue(struct lr_request *lk)
 {
 	if (!lk->ever_queued)
 		return;
-	if (lr_lock_ensure_connected(lk))
+	if (ensure_connected(lk))
 		lr_call_dequeue(lk);
 	lk->queued = false;
 }
 
-static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
+static enum lr_acquire result_of(struct lr_request *lk, enum tx r)
 {
 	enum lr_acquire a;
 
@@ -607,22 +393,22 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
 	default:
 		/* A wait that ran out on a full server is a lock not acquired
 		 * in time, not a database that is gone. */
-		a = lr_lock_canceled(lk) ? LR_ACQ_CANCELED
-		    : lk->server_full    ? LR_ACQ_FULL
-		                         : LR_ACQ_ERROR;
+		a = lr_request_canceled(lk) ? LR_ACQ_CANCELED
+		    : lk->server_full       ? LR_ACQ_FULL
+		                            : LR_ACQ_ERROR;
 		break;
 	}
 	/* Stopped or failed with an acquire's answer lost: it may have
 	 * granted. Find out, and give back what we are not going to use. */
 	lr_lock_set_cancel(lk, NULL);
-	for (int i = 0; i < TX_RETRIES && lk->unsettled && lr_lock_ensure_connected(lk); i++) {
+	for (int i = 0; i < TX_RETRIES && lk->unsettled && ensure_connected(lk); i++) {
 		enum tx s = settle(lk);
 		if (s == TX_OK)
 			lr_lock_release(lk, LR_END_ABORTED, 0);
 		if (s == TX_FAIL)
 			break;
 		if (lk->unsettled)
-			lr_lock_nap(lk, lr_lock_jitter(200));
+			lr_request_nap(lk, lr_request_jitter(200));
 	}
 	lr_wait_end(lk);
 	lr_wait_close(lk);
@@ -638,30 +424,30 @@ static enum lr_acquire result_of(struct lr_lock *lk, enum tx r)
  * meanwhile it waits as lockwait says, and attempts again only when that
  * says it could succeed. Uncontended: one CALL.
  */
-enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
+enum lr_acquire lr_lock_acquire(struct lr_request *lk, double wait_s)
 {
 	uint64_t deadline =
-	    wait_s < 0 ? UINT64_MAX : lr_lock_now_ms() + lr_duration_round(wait_s * 1000.0);
+	    wait_s < 0 ? UINT64_MAX : lr_request_now_ms() + lr_duration_round(wait_s * 1000.0);
 	bool quick = false; /* the last wait ended within SPIN_MS */
 	unsigned spins = 0;
 	enum tx r;
 
 	lk->wait_until = deadline;
 	for (;;) {
-		bool last = lr_lock_now_ms() >= deadline;
+		bool last = lr_request_now_ms() >= deadline;
 		uint64_t t;
 
 		r = attempt(lk, !last);
 		if (r != TX_BUSY && !(r == TX_RETRY && !last))
 			break;
-		if (lr_lock_canceled(lk)) {
+		if (lr_request_canceled(lk)) {
 			r = TX_FAIL;
 			break;
 		}
 		if (last)
 			break;
 		if (r == TX_BUSY && !lk->wait_start) {
-			lk->wait_start = lr_lock_now_ms();
+			lk->wait_start = lr_request_now_ms();
 			if (lr_log_level() >= LR_LOG_VERBOSE)
 				lr_wait_announce(lk);
 		}
@@ -672,8 +458,8 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 		 * little is no spin: it took its time. */
 		spins = r == TX_BUSY && quick ? spins + 1 : 0;
 		if (spins > SPINS_FREE)
-			lr_lock_nap(lk, lr_lock_jitter(spins < 8 ? 5u << spins : 500));
-		t = lr_lock_now_ms();
+			lr_request_nap(lk, lr_request_jitter(spins < 8 ? 5u << spins : 500));
+		t = lr_request_now_ms();
 		switch (lr_wait_turn(lk, deadline)) {
 		case LR_WAIT_CANCELED:
 			return result_of(lk, TX_FAIL);
@@ -681,7 +467,7 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
 		case LR_WAIT_TRY:
 			break;
 		}
-		quick = lr_lock_now_ms() - t < SPIN_MS;
+		quick = lr_request_now_ms() - t < SPIN_MS;
 	}
 	return result_of(lk, r);
 }
@@ -693,7 +479,7 @@ enum lr_acquire lr_lock_acquire(struct lr_lock *lk, double wait_s)
  * round trip. Returns false on a database error (the lease is then
  * unknown); *lost is set when the lease is known to be gone.
  */
-bool lr_lock_renew(struct lr_lock *lk, bool *lost)
+bool lr_lock_renew(struct lr_request *lk, bool *lost)
 {
 	uint64_t t0;
 	enum lr_call c;
@@ -701,7 +487,7 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
 	lr_named_alive(lk, lost);
 	if (*lost || !lk->ntable)
 		return true;
-	if (!lr_lock_ensure_connected(lk))
+	if (!ensure_connected(lk))
 		return false;
 	t0 = lr_btimer_now_ms();
 	c = lr_call_renew(lk, lost);
@@ -731,7 +517,7 @@ bool lr_lock_renew(struct lr_lock *lk, bool *lost)
  * cancel flag still cuts it short when the command ends. Nothing to do for
  * named locks only.
  */
-void lr_lock_prepare_release(struct lr_lock *lk)
+void lr_lock_prepare_release(struct lr_request *lk)
 {
 	if (!lk->ntable || !lk->grant_id || !lk->followed || !lr_db_connected(lk->db))
 		return;
@@ -746,7 +532,7 @@ void lr_lock_prepare_release(struct lr_lock *lk)
  * connection, until it is known to have happened or the lease has run out
  * anyway. Then gives back the named locks (one statement).
  */
-bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
+bool lr_lock_release(struct lr_request *lk, enum lr_end how, int status)
 {
 	unsigned backoff = 20;
 	bool ok = !lk->grant_id;
@@ -754,7 +540,7 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 	lr_lock_set_cancel(lk, NULL);
 	for (int i = 0; !ok && (i < 2 || lr_btimer_now_ms() < lk->valid_from_ms + lk->ttl_ms);
 	     i++) {
-		if (lr_lock_ensure_connected(lk)) {
+		if (ensure_connected(lk)) {
 			enum lr_call c = lr_call_release(lk, how, status);
 			if (c == LR_CALL_OK) {
 				ok = true;
@@ -765,7 +551,7 @@ bool lr_lock_release(struct lr_lock *lk, enum lr_end how, int status)
 		} else if (!lr_db_error_is_retryable(lr_db_errno(lk->db))) {
 			break;
 		}
-		lr_lock_nap(lk, lr_lock_jitter(backoff));
+		lr_request_nap(lk, lr_request_jitter(backoff));
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	if (lr_db_connected(lk->db))

@@ -39,7 +39,7 @@ static const char *api_kind(enum lr_kind k)
 /* 'kind:name[:count],...': every table item, quoted. Names are checked by
  * lr_name_valid, so they never contain ',' or ':'. A once-per key is
  * 'once:KEY:PERIOD_MS:OFFSET_MS'. */
-static void add_items(struct lr_lock *lk, struct lr_sb *sb)
+static void add_items(struct lr_request *lk, struct lr_sb *sb)
 {
 	struct lr_sb items;
 	bool first = true;
@@ -51,7 +51,7 @@ static void add_items(struct lr_lock *lk, struct lr_sb *sb)
 			continue;
 		bool once = it->kind == LR_KIND_KEY && lk->once_per_ms;
 		lr_sb_printf(&items, "%s%s:%s", first ? "" : ",",
-		             once ? "once" : api_kind(it->kind), lr_lock_display_name(it));
+		             once ? "once" : api_kind(it->kind), lr_item_display_name(it));
 		if (it->kind == LR_KIND_SEMAPHORE)
 			lr_sb_printf(&items, ":%u", it->count);
 		if (once)
@@ -79,11 +79,11 @@ static void add_id(struct lr_sb *sb, const char *id)
  * acquire says whether the CALL could have granted: then a lost answer is
  * an unknown outcome, to be settled, never simply repeated.
  */
-static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
+static enum lr_call judge(struct lr_request *lk, lr_db *db, bool acquire)
 {
 	unsigned e = lr_db_errno(db);
 
-	lr_lock_take_db_error(lk, db);
+	lr_request_set_db_error(lk, db);
 	/* Procedures from before once items refuse the kind by name. */
 	if (e == ER_SP_DOES_NOT_EXIST || e == ER_SP_WRONG_NO_OF_ARGS || e == ER_NO_SUCH_TABLE ||
 	    e == ER_BAD_FIELD_ERROR ||
@@ -115,7 +115,7 @@ static enum lr_call judge(struct lr_lock *lk, lr_db *db, bool acquire)
 }
 
 /* Sends a CALL; on success the answer is the current result. */
-static enum lr_call call(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, bool acquire)
+static enum lr_call call(struct lr_request *lk, lr_db *db, struct lr_sb *sb, bool acquire)
 {
 	if (sb->oom) {
 		snprintf(lk->err, sizeof(lk->err), "out of memory");
@@ -186,7 +186,7 @@ static bool flag(MYSQL_ROW row, int col)
 
 /* Every row must say it speaks our API version: an older schema's
  * procedures of the same name would mean something else. */
-static bool api_ok(struct lr_lock *lk, lr_db *db, const struct cols *c, MYSQL_ROW row)
+static bool api_ok(struct lr_request *lk, lr_db *db, const struct cols *c, MYSQL_ROW row)
 {
 	if (c->api >= 0 && num(row, c->api) >= API_VERSION)
 		return true;
@@ -203,7 +203,7 @@ static void start_call(struct lr_sb *sb, const char *proc, const char *id)
 
 /* Sends a CALL whose answer is one row, and finds that row and its
  * columns. */
-static enum lr_call call_row(struct lr_lock *lk, lr_db *db, struct lr_sb *sb, struct cols *c,
+static enum lr_call call_row(struct lr_request *lk, lr_db *db, struct lr_sb *sb, struct cols *c,
                              MYSQL_ROW *row)
 {
 	enum lr_call r = call(lk, db, sb, false);
@@ -231,7 +231,7 @@ static bool wait_lock_valid(const char *s)
 	return i == n + 32;
 }
 
-static void note_wait_for(struct lr_lock *lk, const char *v)
+static void note_wait_for(struct lr_request *lk, const char *v)
 {
 	if (!lk->wait_for[0] && v && wait_lock_valid(v))
 		snprintf(lk->wait_for, sizeof(lk->wait_for), "%s", v);
@@ -243,7 +243,7 @@ static void note_wait_for(struct lr_lock *lk, const char *v)
  * fraction with them if it is all zeros. A window can start inside a
  * second (--once-offset 0.25s): its start must then say so, or two
  * windows of one second would look alike. */
-static void note_window(struct lr_lock *lk, const char *v)
+static void note_window(struct lr_request *lk, const char *v)
 {
 	size_t n = v ? strlen(v) : 0;
 
@@ -279,7 +279,7 @@ static enum lr_outcome outcome_of(const char *s)
 /* The message of the row that decided: a held key or a done window over
  * anything else (neither is waited for), then the first row in name order
  * that is not ok. Server text: shown escaped. */
-static void take_message(struct lr_lock *lk, const char *msg, const char *state, bool *have)
+static void take_message(struct lr_request *lk, const char *msg, const char *state, bool *have)
 {
 	struct lr_sb sb;
 	bool key = state && (strcmp(state, "key_busy") == 0 || strcmp(state, "done") == 0);
@@ -303,7 +303,7 @@ static void add_holder(struct lr_sb *sb, struct lr_item *it, const char *resourc
 		return;
 	lr_sb_puts(sb, *n ? ", '" : "; '");
 	if (it)
-		lr_sb_puts(sb, lr_lock_display_name(it));
+		lr_sb_puts(sb, lr_item_display_name(it));
 	else
 		lr_text_show(sb, resource, 80);
 	lr_sb_puts(sb, "' held by ");
@@ -320,7 +320,7 @@ static void add_holder(struct lr_sb *sb, struct lr_item *it, const char *resourc
  * whether the server is a Galera node. One round trip. On an error the
  * outcome is unknown only if the answer was lost (LR_CALL_UNKNOWN).
  */
-enum lr_call lr_call_acquire(struct lr_lock *lk, bool enqueue, enum lr_outcome *out)
+enum lr_call lr_call_acquire(struct lr_request *lk, bool enqueue, enum lr_outcome *out)
 {
 	struct lr_sb sb, holders;
 	struct cols c;
@@ -355,7 +355,8 @@ enum lr_call lr_call_acquire(struct lr_lock *lk, bool enqueue, enum lr_outcome *
 	lk->grant_id = 0;
 	lk->followed = false;
 	while ((row = lr_db_fetch(lk->db))) {
-		struct lr_item *it = lr_lock_find(lk, get(row, c.resource) ? row[c.resource] : "");
+		struct lr_item *it =
+		    lr_request_find(lk, get(row, c.resource) ? row[c.resource] : "");
 		if (!api_ok(lk, lk->db, &c, row)) {
 			r = LR_CALL_SCHEMA;
 			goto out;
@@ -412,7 +413,7 @@ out:
  * CALL still on its way fails instead of granting: the next attempt needs
  * a new lease id. One round trip; 1205/1213 mean settle again.
  */
-enum lr_call lr_call_settle(struct lr_lock *lk, enum lr_outcome *out)
+enum lr_call lr_call_settle(struct lr_request *lk, enum lr_outcome *out)
 {
 	struct lr_sb sb;
 	struct cols c;
@@ -436,7 +437,8 @@ enum lr_call lr_call_settle(struct lr_lock *lk, enum lr_outcome *out)
 	find_cols(lk->db, &c);
 	*out = LR_OUT_NONE;
 	while ((row = lr_db_fetch(lk->db))) {
-		struct lr_item *it = lr_lock_find(lk, get(row, c.resource) ? row[c.resource] : "");
+		struct lr_item *it =
+		    lr_request_find(lk, get(row, c.resource) ? row[c.resource] : "");
 		if (!api_ok(lk, lk->db, &c, row)) {
 			r = LR_CALL_SCHEMA;
 			goto out;
@@ -480,13 +482,13 @@ out:
  * The status line of a wait, from a poll's row of the resource it waits
  * for: use, holder or pause, place in the queue. Stored text is escaped.
  */
-static void poll_status(struct lr_lock *lk, const struct lr_item *it, const struct cols *c,
+static void poll_status(struct lr_request *lk, const struct lr_item *it, const struct cols *c,
                         MYSQL_ROW row)
 {
 	struct lr_sb sb;
 
 	lr_sb_init(&sb);
-	lr_sb_printf(&sb, "waiting for '%s': ", lr_lock_display_name(it));
+	lr_sb_printf(&sb, "waiting for '%s': ", lr_item_display_name(it));
 	if (get(row, c->paused)) {
 		lr_text_show(&sb, get(row, c->paused), MESSAGE_COLS);
 		lr_sb_puts(&sb, ", ");
@@ -510,7 +512,7 @@ static void poll_status(struct lr_lock *lk, const struct lr_item *it, const stru
  * at_head, the places ahead, the wake-up lock to block on, and the status line.
  * One round trip.
  */
-enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
+enum lr_call lr_call_poll(struct lr_request *lk, bool *could)
 {
 	struct lr_sb sb;
 	struct cols c;
@@ -532,7 +534,7 @@ enum lr_call lr_call_poll(struct lr_lock *lk, bool *could)
 		lk->head_polls++;
 	while ((row = lr_db_fetch(lk->db))) {
 		const char *res = get(row, c.resource);
-		struct lr_item *it = lr_lock_find(lk, res ? res : "");
+		struct lr_item *it = lr_request_find(lk, res ? res : "");
 		bool row_head = flag(row, c.at_head), row_fits = flag(row, c.fits);
 		if (!api_ok(lk, lk->db, &c, row)) {
 			r = LR_CALL_SCHEMA;
@@ -575,7 +577,7 @@ out:
  * now. A KILL that lands outside SLEEP() ends the CALL with 1317: woken
  * too. No places left: lk->queued is cleared. One round trip.
  */
-enum lr_call lr_call_sleep(struct lr_lock *lk, lr_db *db, unsigned ms, bool *woken)
+enum lr_call lr_call_sleep(struct lr_request *lk, lr_db *db, unsigned ms, bool *woken)
 {
 	struct lr_sb sb;
 	struct cols c;
@@ -613,7 +615,7 @@ out:
 /* Leaves the queue: CALL lockrun_dequeue deletes our waiter rows and lets
  * go of our wake-up lock, which wakes the waiter behind us. One round
  * trip. */
-enum lr_call lr_call_dequeue(struct lr_lock *lk)
+enum lr_call lr_call_dequeue(struct lr_request *lk)
 {
 	struct lr_sb sb;
 	struct cols c;
@@ -635,7 +637,7 @@ enum lr_call lr_call_dequeue(struct lr_lock *lk)
  * been swept and its permits given away). *lost: the server says the lease
  * is gone, i.e. not every table item was renewed. One round trip.
  */
-enum lr_call lr_call_renew(struct lr_lock *lk, bool *lost)
+enum lr_call lr_call_renew(struct lr_request *lk, bool *lost)
 {
 	struct lr_sb sb;
 	struct cols c;
@@ -690,7 +692,7 @@ static const char *end_name(enum lr_end how)
  * resource's head waiter. Idempotent: after any error it is simply called
  * again. One round trip.
  */
-enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status)
+enum lr_call lr_call_release(struct lr_request *lk, enum lr_end how, int status)
 {
 	struct lr_sb sb;
 	struct cols c;
@@ -711,9 +713,10 @@ enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status)
 }
 
 /* CALL lockrun_release with no lease: releases nothing, but the server
- * parses the release's routines for this connection now (see
- * lr_lock_prepare_release). One round trip. */
-enum lr_call lr_call_prepare_release(struct lr_lock *lk)
+ * parses the release's routines for this connection now, while the
+ * command runs, so that the real release after a contended grant is not
+ * slowed by it. One round trip. */
+enum lr_call lr_call_prepare_release(struct lr_request *lk)
 {
 	struct lr_sb sb;
 	struct cols c;

@@ -1,8 +1,10 @@
 /*
- * The CALLs of lockrun's SQL API (sql/002-procedures.sql, API version 2)
- * and the reading of their answers into a struct lr_lock. Every lock
+ * The CALLs of lockrun's SQL API (the lockrun_* procedures in sql/, API
+ * version 3) and the reading of their answers into a struct lr_request. Every lock
  * operation is one CALL, one round trip; this is all the SQL text the lock
  * modules send besides named locks and the GET_LOCK wake-up chain.
+ *
+ * May use: request, item, db, strbuf, text.
  */
 #ifndef LR_LOCKCALL_H
 #define LR_LOCKCALL_H
@@ -10,7 +12,7 @@
 #include <stdbool.h>
 
 #include "db.h"
-#include "lock.h"
+#include "request.h"
 
 /* How a CALL went, and so what the caller does next. */
 enum lr_call {
@@ -33,13 +35,13 @@ enum lr_outcome {
 	LR_OUT_NONE, /* settle: neither granted nor queued */
 };
 
-enum lr_call lr_call_acquire(struct lr_lock *lk, bool enqueue, enum lr_outcome *out);
-enum lr_call lr_call_settle(struct lr_lock *lk, enum lr_outcome *out);
-enum lr_call lr_call_poll(struct lr_lock *lk, bool *could);
-enum lr_call lr_call_sleep(struct lr_lock *lk, lr_db *db, unsigned ms, bool *woken);
-enum lr_call lr_call_dequeue(struct lr_lock *lk);
-enum lr_call lr_call_renew(struct lr_lock *lk, bool *lost);
-enum lr_call lr_call_release(struct lr_lock *lk, enum lr_end how, int status);
-enum lr_call lr_call_prepare_release(struct lr_lock *lk);
+enum lr_call lr_call_acquire(struct lr_request *lk, bool enqueue, enum lr_outcome *out);
+enum lr_call lr_call_settle(struct lr_request *lk, enum lr_outcome *out);
+enum lr_call lr_call_poll(struct lr_request *lk, bool *could);
+enum lr_call lr_call_sleep(struct lr_request *lk, lr_db *db, unsigned ms, bool *woken);
+enum lr_call lr_call_dequeue(struct lr_request *lk);
+enum lr_call lr_call_renew(struct lr_request *lk, bool *lost);
+enum lr_call lr_call_release(struct lr_request *lk, enum lr_end how, int status);
+enum lr_call lr_call_prepare_release(struct lr_request *lk);
 
 #endif

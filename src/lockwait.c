@@ -38,13 +38,13 @@ static unsigned least(unsigned a, uint64_t b)
 }
 
 /* The pause before a Galera waiter's next poll. */
-static unsigned galera_pace(const struct lr_lock *lk)
+static unsigned galera_pace(const struct lr_request *lk)
 {
 	if (lk->at_head)
-		return lr_lock_jitter(GALERA_HEAD_MS); /* [5, 15) */
+		return lr_request_jitter(GALERA_HEAD_MS); /* [5, 15) */
 	if (lk->ahead <= GALERA_NEAR)
-		return 13 + lr_lock_jitter(25); /* [25, 50) */
-	return 125 + lr_lock_jitter(250);       /* [250, 500) */
+		return 13 + lr_request_jitter(25); /* [25, 50) */
+	return 125 + lr_request_jitter(250);       /* [250, 500) */
 }
 
 enum bell { BELL_WOKEN, BELL_SLEPT, BELL_FAILED };
@@ -56,7 +56,7 @@ enum bell { BELL_WOKEN, BELL_SLEPT, BELL_FAILED };
  * so the head learns of it at database speed; a release on another server
  * is seen within HEAD_SLEEP_MS. One round trip per ring or per ms.
  */
-static enum bell doorbell(struct lr_lock *lk, unsigned ms)
+static enum bell doorbell(struct lr_request *lk, unsigned ms)
 {
 	bool woken = false;
 	enum lr_call r;
@@ -87,7 +87,7 @@ static enum bell doorbell(struct lr_lock *lk, unsigned ms)
  * it: let go of it at once (same statement), and never block on it again,
  * as a lock nobody holds would return at once. One round trip.
  */
-static void chain(struct lr_lock *lk, unsigned ms)
+static void chain(struct lr_request *lk, unsigned ms)
 {
 	struct lr_sb sb;
 	MYSQL_ROW row;
@@ -111,10 +111,10 @@ static void chain(struct lr_lock *lk, unsigned ms)
  * says, then asks lockrun_poll whether it could succeed. Costs per wake-up
  * one CALL (poll or sleep) plus one GET_LOCK for a waiter behind another.
  */
-enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
+enum lr_wait lr_wait_turn(struct lr_request *lk, uint64_t deadline)
 {
 	for (;;) {
-		uint64_t now = lr_lock_now_ms(), left;
+		uint64_t now = lr_request_now_ms(), left;
 		bool could = false;
 
 		if (now >= deadline)
@@ -125,15 +125,16 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
 		if (!lk->ntable) {
 			unsigned ms = NAMED_MIN_MS << (lk->polls < 4 ? lk->polls : 4);
 			lk->polls++;
-			lr_lock_nap(
-			    lk, least(lr_lock_jitter(ms < NAMED_MAX_MS ? ms : NAMED_MAX_MS), left));
-			return lr_lock_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
+			lr_request_nap(
+			    lk,
+			    least(lr_request_jitter(ms < NAMED_MAX_MS ? ms : NAMED_MAX_MS), left));
+			return lr_request_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
 		}
 		if (!lk->queued || !lr_db_connected(lk->db)) {
 			/* Queue again (our places were swept), or let the
 			 * attempt meet the database trouble. */
-			lr_lock_nap(lk, least(lr_lock_jitter(NAMED_MIN_MS), left));
-			return lr_lock_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
+			lr_request_nap(lk, least(lr_request_jitter(NAMED_MIN_MS), left));
+			return lr_request_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
 		}
 		if (lk->galera) {
 			/* The pace is from poll to poll: a slow CALL (a causal
@@ -141,10 +142,10 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
 			unsigned pace = galera_pace(lk);
 			uint64_t since = now - lk->last_poll;
 			if (since < pace)
-				lr_lock_nap(lk, least(pace - (unsigned)since, left));
+				lr_request_nap(lk, least(pace - (unsigned)since, left));
 		} else if (lk->at_head) {
 			enum bell b = doorbell(lk, least(HEAD_SLEEP_MS, left));
-			if (lr_lock_canceled(lk))
+			if (lr_request_canceled(lk))
 				return LR_WAIT_CANCELED;
 			if (b == BELL_WOKEN)
 				return LR_WAIT_TRY;
@@ -154,16 +155,16 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
 				lr_log_status(lk->status);
 				continue;
 			}
-			lr_lock_nap(lk, least(BELL_RETRY_MS, left));
+			lr_request_nap(lk, least(BELL_RETRY_MS, left));
 		} else if (lk->wait_for[0] && strcmp(lk->wait_for, lk->stale_wait) != 0 &&
 		           left >= 20) {
 			chain(lk, least(CHAIN_WAIT_MS, left));
 		} else {
-			lr_lock_nap(lk, least(lr_lock_jitter(STALE_POLL_MS), left));
+			lr_request_nap(lk, least(lr_request_jitter(STALE_POLL_MS), left));
 		}
-		if (lr_lock_canceled(lk))
+		if (lr_request_canceled(lk))
 			return LR_WAIT_CANCELED;
-		lk->last_poll = lr_lock_now_ms();
+		lk->last_poll = lr_request_now_ms();
 		if (lr_call_poll(lk, &could) != LR_CALL_OK || could || !lk->queued)
 			return LR_WAIT_TRY;
 		lr_log_status(lk->status);
@@ -174,7 +175,7 @@ enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline)
  * the answer of the attempt that found it busy; it is the status line
  * until a poll says more (so a log shows it again each minute of a long
  * wait at the head, which sleeps instead of polling). No round trip. */
-void lr_wait_announce(struct lr_lock *lk)
+void lr_wait_announce(struct lr_request *lk)
 {
 	struct lr_sb sb;
 
@@ -187,8 +188,8 @@ void lr_wait_announce(struct lr_lock *lk)
 
 /* Closes the doorbell connection (a COM_QUIT and the frees). After a
  * grant the caller does it once the command runs, off the hand-off's
- * critical path; lr_lock_finish does it in any case. */
-void lr_wait_close(struct lr_lock *lk)
+ * critical path, and the request's end does it in any case. */
+void lr_wait_close(struct lr_request *lk)
 {
 	if (lk->bell) {
 		lr_db_destroy(lk->bell);
@@ -201,9 +202,9 @@ void lr_wait_close(struct lr_lock *lk)
  * took and what it cost the server, the head's poll rate included
  * (Galera). The doorbell connection stays open until lr_wait_close.
  */
-void lr_wait_end(struct lr_lock *lk)
+void lr_wait_end(struct lr_request *lk)
 {
-	uint64_t now = lr_lock_now_ms();
+	uint64_t now = lr_request_now_ms();
 	double s, head_s;
 
 	if (!lk->wait_start)

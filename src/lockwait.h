@@ -6,13 +6,15 @@
  * to a node, waiters poll: the head fast, the rest slowly. Every waiter
  * keeps its queue places alive by calling lockrun_poll or lockrun_sleep at
  * least every 3 s.
+ *
+ * May use: lockcall, request, item, db, log, strbuf.
  */
 #ifndef LR_LOCKWAIT_H
 #define LR_LOCKWAIT_H
 
 #include <stdint.h>
 
-#include "lock.h"
+#include "request.h"
 
 enum lr_wait {
 	LR_WAIT_TRY,      /* attempt now: it could succeed, or something changed */
@@ -20,9 +22,9 @@ enum lr_wait {
 	LR_WAIT_CANCELED, /* the cancel flag was raised */
 };
 
-enum lr_wait lr_wait_turn(struct lr_lock *lk, uint64_t deadline);
-void lr_wait_announce(struct lr_lock *lk);
-void lr_wait_end(struct lr_lock *lk);
-void lr_wait_close(struct lr_lock *lk);
+enum lr_wait lr_wait_turn(struct lr_request *lk, uint64_t deadline);
+void lr_wait_announce(struct lr_request *lk);
+void lr_wait_end(struct lr_request *lk);
+void lr_wait_close(struct lr_request *lk);
 
 #endif

@@ -1,4 +1,7 @@
-/* Diagnostics on stderr, prefixed with the program name. */
+/* Diagnostics on stderr, prefixed with the program name.
+ *
+ * May use: text.
+ */
 #ifndef LR_LOG_H
 #define LR_LOG_H
 

@@ -3,6 +3,9 @@
  * them, and gives them back when it ends. This file wires the modules:
  * cli and config decide what to do, db connects, lock takes and keeps the
  * locks, supervisor runs the child.
+ *
+ * May use: btimer, cli, config, db, duration, exitcodes, lease, lock,
+ * request, log, prequeue, strbuf, supervisor, text, lr_build (generated).
  */
 #include <errno.h>
 #include <pwd.h>
@@ -21,6 +24,7 @@
 #include "db.h"
 #include "duration.h"
 #include "exitcodes.h"
+#include "lease.h"
 #include "lock.h"
 #include "log.h"
 #include "lr_build.h"
@@ -44,7 +48,7 @@ struct run {
 	struct lr_config cfg;
 	lr_db *db;
 	lr_sup *sup;
-	struct lr_lock lock;
+	struct lr_request lock;
 	bool lock_ready;
 	volatile bool stop; /* a terminating signal arrived before the child ran */
 	int stop_signal;
@@ -151,7 +155,7 @@ static char *join_command(char **argv)
  * (its public number) and with --once-per LOCKRUN_WINDOW, as "NAME=value"
  * strings for the child. Named locks have no token (the server keeps no
  * counter for them) and no lease row. */
-static char **lock_env(const struct lr_lock *lk)
+static char **lock_env(const struct lr_request *lk)
 {
 	struct lr_sb fences, one, lease, grant, window;
 	char **env = calloc(6, sizeof(*env));
@@ -592,7 +596,7 @@ static int run_locked(struct run *r)
 	}
 	r->lock_ready = true;
 	for (size_t i = 0; i < r->cli.nitems; i++) {
-		if (!lr_lock_add(&r->lock, &r->cli.items[i], err, sizeof(err))) {
+		if (!lr_request_add(&r->lock, &r->cli.items[i], err, sizeof(err))) {
 			lr_log_error("%s", err);
 			rc = LR_EXIT_USAGE;
 			goto out;

@@ -8,7 +8,7 @@
 
 #include "strbuf.h"
 
-static void add_get_locks(struct lr_lock *lk, struct lr_sb *sb)
+static void add_get_locks(struct lr_request *lk, struct lr_sb *sb)
 {
 	for (size_t i = 0; i < lk->nitems; i++) {
 		if (lk->items[i].kind != LR_KIND_NAMED)
@@ -21,7 +21,7 @@ static void add_get_locks(struct lr_lock *lk, struct lr_sb *sb)
 
 /* "SELECT <galera>, GET_LOCK(a, 0), ...": on a Galera node (wsrep_on) the
  * IF() leaves GET_LOCK unevaluated, so nothing is taken there. */
-static bool send_take(struct lr_lock *lk, bool wsrep)
+static bool send_take(struct lr_request *lk, bool wsrep)
 {
 	struct lr_sb sb;
 	bool ok;
@@ -53,7 +53,7 @@ static bool send_take(struct lr_lock *lk, bool wsrep)
  * and takes nothing there. One round trip (two on a server without the
  * wsrep_on variable, three when one lock is busy).
  */
-enum lr_named lr_named_take(struct lr_lock *lk)
+enum lr_named lr_named_take(struct lr_request *lk)
 {
 	MYSQL_ROW row;
 	bool all = true;
@@ -63,7 +63,7 @@ enum lr_named lr_named_take(struct lr_lock *lk)
 		return LR_NAMED_OK;
 	if (!send_take(lk, true) &&
 	    (lr_db_errno(lk->db) != ER_UNKNOWN_SYSTEM_VARIABLE || !send_take(lk, false))) {
-		lr_lock_take_db_error(lk, lk->db);
+		lr_request_set_db_error(lk, lk->db);
 		return LR_NAMED_ERROR;
 	}
 	row = lr_db_fetch(lk->db);
@@ -102,7 +102,7 @@ enum lr_named lr_named_take(struct lr_lock *lk)
 /* Gives back every named lock of the request (RELEASE_ALL_LOCKS would also
  * drop the queue's wake-up lock, which has its own life). Those of a
  * connection that is gone went with it. One round trip. */
-bool lr_named_release(struct lr_lock *lk)
+bool lr_named_release(struct lr_request *lk)
 {
 	struct lr_sb sb;
 	bool ok, first = true;
@@ -134,7 +134,7 @@ bool lr_named_release(struct lr_lock *lk)
  * checks that the connection is still the same one. *lost when they are
  * gone. False: the database failed otherwise.
  */
-bool lr_named_alive(struct lr_lock *lk, bool *lost)
+bool lr_named_alive(struct lr_request *lk, bool *lost)
 {
 	*lost = false;
 	if (!lk->nnamed)

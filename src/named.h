@@ -3,13 +3,15 @@
  * connection for as long as it lives. No table rows, no schema, no
  * procedures, no fencing token. Refused on Galera, where they are local to
  * one node and would not exclude clients of the others.
+ *
+ * May use: request, item, db, strbuf.
  */
 #ifndef LR_NAMED_H
 #define LR_NAMED_H
 
 #include <stdbool.h>
 
-#include "lock.h"
+#include "request.h"
 
 enum lr_named {
 	LR_NAMED_OK,
@@ -18,8 +20,8 @@ enum lr_named {
 	LR_NAMED_ERROR,  /* the statement failed; lk->err says why */
 };
 
-enum lr_named lr_named_take(struct lr_lock *lk);
-bool lr_named_release(struct lr_lock *lk);
-bool lr_named_alive(struct lr_lock *lk, bool *lost);
+enum lr_named lr_named_take(struct lr_request *lk);
+bool lr_named_release(struct lr_request *lk);
+bool lr_named_alive(struct lr_request *lk, bool *lost);
 
 #endif

@@ -7,6 +7,8 @@
  * database alone decides who holds a lock: this module only bounds how
  * many waiters of one host stand in the database's queue at once. No SQL
  * and no lock semantics here.
+ *
+ * May use: db, duration, item, log, strbuf.
  */
 #ifndef LR_PREQUEUE_H
 #define LR_PREQUEUE_H
@@ -18,7 +20,7 @@
 #include <uv.h>
 
 #include "db.h"
-#include "lock.h"
+#include "item.h"
 
 typedef struct lr_prequeue lr_prequeue;
 

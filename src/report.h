@@ -3,6 +3,8 @@
  * and resource names as users wrote them. Everything a command prints
  * that came from the database goes through here, since any client may
  * have written those bytes.
+ *
+ * May use: strbuf, text.
  */
 #ifndef LR_REPORT_H
 #define LR_REPORT_H

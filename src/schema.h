@@ -1,5 +1,8 @@
 /* The database schema: numbered migrations compiled in from sql/, applied
- * by `lockrunctl init`, and checked by lockrun before it takes a lock. */
+ * by `lockrunctl init`, and checked by lockrun before it takes a lock.
+ *
+ * May use: db, log, strbuf.
+ */
 #ifndef LR_SCHEMA_H
 #define LR_SCHEMA_H
 

@@ -4,6 +4,8 @@
  * may ask for, which is also how long a fail-over holds grants back. Uses
  * db and txn; knows nothing of the lock protocol beyond that table and
  * the lock log's live grants.
+ *
+ * May use: db, txn.
  */
 #ifndef LR_SETTINGS_H
 #define LR_SETTINGS_H

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "duration.h"
-#include "lock.h"
+#include "lease.h"
 #include "report.h"
 #include "strbuf.h"
 

@@ -1,4 +1,7 @@
-/* lockrunctl status: resources, their holders and waiters, now. */
+/* lockrunctl status: resources, their holders and waiters, now.
+ *
+ * May use: db, duration, lease, report, strbuf.
+ */
 #ifndef LR_STATUS_H
 #define LR_STATUS_H
 

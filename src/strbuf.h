@@ -1,4 +1,7 @@
-/* A growable NUL-terminated string, for building SQL and messages. */
+/* A growable NUL-terminated string, for building SQL and messages.
+ *
+ * May use: nothing of lockrun's.
+ */
 #ifndef LR_STRBUF_H
 #define LR_STRBUF_H
 

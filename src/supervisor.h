@@ -3,6 +3,8 @@
  * environment, forwarding signals to that group, reaping it (and, as PID
  * 1, the orphans reparented to us), and stopping it (SIGTERM, then SIGKILL
  * after a grace period). No SQL here.
+ *
+ * May use: btimer, exitcodes, log.
  */
 #ifndef LR_SUPERVISOR_H
 #define LR_SUPERVISOR_H

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock.h"
+#include "lease.h"
 #include "log.h"
 #include "strbuf.h"
 #include "txn.h"

@@ -4,6 +4,8 @@
  * leases expired (as an acquirer of their resource would), and deletes
  * what the retention no longer keeps. Nothing depends on it having run;
  * it only keeps the log true and small.
+ *
+ * May use: db, lease, log, strbuf, txn.
  */
 #ifndef LR_SWEEP_H
 #define LR_SWEEP_H

@@ -39,6 +39,8 @@
  * character is written \uXXXX (so it decodes to exactly that character),
  * and each invalid sequence becomes \ufffd (U+FFFD REPLACEMENT
  * CHARACTER). Valid input round-trips through a JSON parser unchanged.
+ *
+ * May use: strbuf.
  */
 #ifndef LR_TEXT_H
 #define LR_TEXT_H

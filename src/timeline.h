@@ -5,6 +5,8 @@
  * a standalone SVG (no scripts, no external references; hover text with
  * the details) or a compact text rendering. Uses db, history (what counts
  * as ended), text, strbuf and duration.
+ *
+ * May use: db, duration, history, report, strbuf, text.
  */
 #ifndef LR_TIMELINE_H
 #define LR_TIMELINE_H

@@ -4,6 +4,8 @@
  * (deadlock 1213, lock wait timeout 1205, Galera's certification failure
  * at COMMIT). The function must read everything it decides on inside the
  * transaction, so a second run decides afresh.
+ *
+ * May use: db.
  */
 #ifndef LR_TXN_H
 #define LR_TXN_H

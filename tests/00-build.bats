@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 #
 # The build: both programs report the project's version, and `meson install`
-# puts the programs and the SQL migrations where the docs say.
+# puts the programs and the SQL migrations where the docs say; the modules
+# of src/ keep to the layering their headers declare.
 
 load helpers/common
 
@@ -45,4 +46,24 @@ setup_file() {
 	run "$root/usr/local/bin/lockrun" --version
 	assert_success
 	assert_output --partial "$LR_VERSION"
+}
+
+# The layering rule of src/ (each header says which modules it may use; no
+# circle of files): tests/tools/layers.py checks it from the includes.
+@test "every module of src/ keeps to what its header says it may use, with no circle" {
+	run python3 "$LR_SRC/tests/tools/layers.py" "$LR_SRC/src"
+	assert_success
+	assert_output --partial "no circle"
+}
+
+@test "the layering check catches a module that calls back up" {
+	local src=$BATS_TEST_TMPDIR/src
+	cp -r "$LR_SRC/src" "$src"
+	# request is below lock: making it include lock.h closes a circle and
+	# breaks request's own declaration.
+	sed -i 's/#include "item.h"/#include "item.h"\n#include "lock.h"/' "$src/request.h"
+	run python3 "$LR_SRC/tests/tools/layers.py" "$src"
+	assert_failure
+	assert_line --partial "src/request: includes lock.h but its 'May use:' does not name lock"
+	assert_line --regexp '^circle: .*src/request.*src/lock|^circle: .*src/lock.*src/request'
 }
