@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 #
-# What a fencing token guarantees for each kind of lock, as the README and
-# lockrun(1) state it: tokens of one resource grow with every grant in
+# What a fencing token guarantees for each kind of lock, as doc/design.md
+# and lockrun(1) state it: tokens of one resource grow with every grant in
 # commit order; a mutex or writer is the only live holder of its token's
 # resource; holders of a semaphore or readers hold distinct tokens at the
 # same time, so "refuse a token below the highest seen" is only right for

@@ -1,0 +1,44 @@
+#!/usr/bin/env bats
+#
+# The documentation a newcomer follows: the README reaches the demo within
+# one screen and gives exactly two set-up commands (contrib/demo and
+# tests/run, which .ci/run also runs), and every link and repository path in
+# README.md and doc/ resolves (tests/tools/doclinks.py).
+
+load helpers/common
+
+bats_require_minimum_version 1.5.0
+
+@test "docs: every link, anchor and repository path in the documentation resolves" {
+	run python3 "$LR_SRC/tests/tools/doclinks.py" "$LR_SRC"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
+
+@test "docs: the README reaches its two commands, the demo and the tests, within one screen" {
+	# The commands are the indented lines of the section "Try it".
+	run awk '/^## /{ s = ($0 == "## Try it") } s && /^    [^ ]/{ sub(/^ +/, ""); print }' "$LR_SRC/README.md"
+	[ "$status" -eq 0 ]
+	[ "$output" = $'contrib/demo\ntests/run' ]
+	[ -x "$LR_SRC/contrib/demo" ]
+	[ -x "$LR_SRC/tests/run" ]
+	# One screen: the section starts within the first 25 lines.
+	line=$(grep -n '^## Try it$' "$LR_SRC/README.md" | cut -d: -f1)
+	[ "$line" -le 25 ]
+}
+
+@test "docs: the checker reports a broken link, a missing anchor and the old docs/ folder" {
+	root=$BATS_TEST_TMPDIR/tree
+	mkdir -p "$root/doc"
+	printf '# Top\n\n## A part\n' >"$root/doc/page.md"
+	printf '# R\n[ok](doc/page.md#a-part) [gone](doc/none.md)\n[bad](doc/page.md#nowhere) `src/none.c` docs/x\n' \
+		>"$root/README.md"
+	run python3 "$LR_SRC/tests/tools/doclinks.py" "$root"
+	[ "$status" -eq 1 ]
+	[[ $output == *"README.md:2: no such file: doc/none.md"* ]]
+	[[ $output == *"README.md:3: no heading for #nowhere in doc/page.md"* ]]
+	[[ $output == *"README.md:3: no such path: src/none.c"* ]]
+	[[ $output == *"README.md:3: names the old docs/ folder"* ]]
+	[[ $output != *"#a-part"* ]]
+}
