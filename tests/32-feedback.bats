@@ -3,8 +3,9 @@
 # What lockrun tells the people who wait or lose: a refusal names the
 # holder (host:pid, account, how long held); -v into a log (not a
 # terminal) writes a line when the holder or the place in the queue
-# changes, and why a paused resource makes it wait; a holder released by
-# force says by whom and why. Judged from stderr and exit statuses.
+# changes, at least once a minute while it lasts, and why a paused
+# resource makes it wait; a holder released by force says by whom and
+# why. Judged from stderr and exit statuses.
 # Resource names start with fb-.
 
 load helpers/common
@@ -82,4 +83,30 @@ hold() {
 	run cat "$BATS_TEST_TMPDIR/f.err"
 	assert_output --partial "the lease of grant $g was lost: released by force by "
 	assert_output --regexp "\($(id -un)@[^)]+\): stuck on NFS"
+}
+
+# most_said: how often the most repeated "waiting" line of the log on
+# stdin was written.
+most_said() {
+	grep "^lockrun: waiting" | sort | uniq -c | sort -rn | awk 'NR == 1 { print $1 }'
+}
+
+@test "-v into a log: a wait that does not change is still said at least once a minute" {
+	hold fb-min
+	# Boottime (which paces the repeats) runs 60 times as fast for this
+	# waiter: a minute passes each second.
+	LD_PRELOAD=$LR_TOOLS/lrclock.so LR_CLOCK_BOOT_SCALE=60 \
+		"$LOCKRUN" --no-local-queue -v -w 6 -x fb-min -- true 2>"$BATS_TEST_TMPDIR/fast.err" 3>&- &
+	pids+=($!)
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_waiters WHERE resource = 'fb-min'"
+	# Beside it, one on the true clock says it once in the same time.
+	run -75 "$LOCKRUN" --no-local-queue -v -w 5 -x fb-min -- true
+	local slow fast
+	slow=$(most_said <<<"$output")
+	wait "${pids[-1]}" || true
+	fast=$(most_said <"$BATS_TEST_TMPDIR/fast.err")
+	cat "$BATS_TEST_TMPDIR/fast.err"
+	assert_equal "$slow" 1
+	((fast >= 3)) || fail "said $fast times in 5 minutes of its clock"
+	touch "$gate"
 }

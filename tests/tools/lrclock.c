@@ -15,6 +15,12 @@
  *   LR_CLOCK_SHIFT=S         CLOCK_REALTIME reads S seconds (an integer,
  *                            may be negative) off the true time: a host
  *                            whose clock is wrong.
+ *   LR_CLOCK_BOOT_SCALE=N    CLOCK_BOOTTIME runs N times as fast as it
+ *                            does (an integer, 1-3600), from the moment
+ *                            the shim loads: a minute of lockrun's
+ *                            boottime passes in 60/N seconds. Only for
+ *                            runs that hold no lease (a waiter): leases
+ *                            are timed on CLOCK_BOOTTIME.
  *
  * The constructor removes LD_PRELOAD and these variables from the
  * environment, so the command lockrun runs does not inherit the shim.
@@ -37,6 +43,8 @@ typedef pid_t (*fork_fn)(void);
 static char *freeze_file;
 static long fork_delay_ms;
 static long shift_s;
+static long boot_scale = 1;
+static int64_t boot_start; /* the true CLOCK_BOOTTIME when the shim loaded */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Per clock: whether it stands still, its real reading when it stopped,
@@ -52,6 +60,7 @@ __attribute__((constructor)) static void lrclock_init(void)
 	const char *f = getenv("LR_CLOCK_FREEZE");
 	const char *d = getenv("LR_CLOCK_FORK_DELAY");
 	const char *sh = getenv("LR_CLOCK_SHIFT");
+	const char *bs = getenv("LR_CLOCK_BOOT_SCALE");
 
 	if (f && *f)
 		freeze_file = strdup(f);
@@ -59,9 +68,17 @@ __attribute__((constructor)) static void lrclock_init(void)
 		fork_delay_ms = strtol(d, NULL, 10);
 	if (sh)
 		shift_s = strtol(sh, NULL, 10);
+	if (bs) {
+		struct timespec ts;
+		long n = strtol(bs, NULL, 10);
+		clock_gettime(CLOCK_BOOTTIME, &ts); /* unscaled: the scale is still 1 */
+		boot_start = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		boot_scale = n >= 1 && n <= 3600 ? n : 1;
+	}
 	unsetenv("LR_CLOCK_FREEZE");
 	unsetenv("LR_CLOCK_FORK_DELAY");
 	unsetenv("LR_CLOCK_SHIFT");
+	unsetenv("LR_CLOCK_BOOT_SCALE");
 	unsetenv("LD_PRELOAD");
 }
 
@@ -81,6 +98,12 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 	rc = real(id, ts);
 	if (rc == 0 && id == CLOCK_REALTIME)
 		ts->tv_sec += (time_t)shift_s;
+	if (rc == 0 && id == CLOCK_BOOTTIME && boot_scale > 1) {
+		int64_t t = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+		t = boot_start + (t - boot_start) * boot_scale;
+		ts->tv_sec = (time_t)(t / 1000000000);
+		ts->tv_nsec = (long)(t % 1000000000);
+	}
 	if (rc != 0 || !freeze_file || !is_monotonic(id) || id < 0 || id >= NCLOCKS)
 		return rc;
 	now = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
