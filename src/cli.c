@@ -23,6 +23,7 @@ enum {
 	OPT_DONE_EXIT,
 	OPT_LOCAL_QUEUE,
 	OPT_NO_LOCAL_QUEUE,
+	OPT_LOG_FORMAT,
 };
 
 static const struct option longopts[] = {
@@ -47,6 +48,7 @@ static const struct option longopts[] = {
     {"no-local-queue", no_argument, NULL, OPT_NO_LOCAL_QUEUE},
     {"config", required_argument, NULL, 'c'},
     {"verbose", no_argument, NULL, 'v'},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -89,6 +91,8 @@ void lr_cli_usage(FILE *out)
 	    "                                then /etc/lockrun.conf)\n"
 	    "  -v, --verbose                 say what happens; twice: every statement\n"
 	    "  -q, --quiet                   print errors only\n"
+	    "      --log-format text|json    messages as text (default) or one JSON object\n"
+	    "                                a line: time, program, pid, level, message\n"
 	    "  -h, --help                    show this help\n"
 	    "  -V, --version                 show the version\n"
 	    "\n"
@@ -344,6 +348,14 @@ bool lr_cli_parse(struct lr_cli *cli, int argc, char **argv, char *err, size_t e
 		case OPT_LOCAL_QUEUE:
 		case OPT_NO_LOCAL_QUEUE:
 			cli->local_queue = c == OPT_LOCAL_QUEUE;
+			break;
+		case OPT_LOG_FORMAT:
+			if (strcmp(optarg, "text") != 0 && strcmp(optarg, "json") != 0) {
+				snprintf(err, errlen, "--log-format: '%s' is not 'text' or 'json'",
+				         optarg);
+				return false;
+			}
+			cli->log_json = strcmp(optarg, "json") == 0;
 			break;
 		case 'c':
 			cli->config = optarg;

@@ -35,6 +35,7 @@ struct lr_cli {
 	bool once_offset_set;
 	uint64_t min_hold_ms; /* --min-hold; 0 unset */
 	int verbosity;        /* 0 normal, < 0 quiet, > 0 verbose */
+	bool log_json;        /* --log-format=json */
 	bool help;
 	bool version;
 	char **command; /* NULL-terminated, inside argv */

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "strbuf.h"
 #include "text.h"
 
 /* Most time spent at exit trying to report dropped lines. */
@@ -22,6 +23,7 @@
 static const char *prog_name = "lockrun";
 static enum lr_log_level cur_level = LR_LOG_NORMAL;
 static char status_line[256]; /* shown on a terminal; "" when none */
+static bool json_lines;       /* --log-format=json: one JSON object a line */
 
 /*
  * How a line reaches stderr without ever blocking. stderr is usually shared
@@ -140,16 +142,18 @@ static bool put(const char *buf, size_t len)
 	return n == (ssize_t)len;
 }
 
+static size_t format_line(char *buf, size_t size, int prio, const char *tag, const char *raw);
+
 /* Appends the count of dropped lines, if any, as a line of its own. */
 static size_t drop_note(char *buf, size_t size)
 {
-	int n;
+	char msg[100];
 
 	if (!dropped)
 		return 0;
-	n = snprintf(buf, size, "%s%s: warning: %lu log line%s dropped (stderr was not writable)\n",
-	             out_journal ? "<4>" : "", prog_name, dropped, dropped == 1 ? "" : "s");
-	return n > 0 && (size_t)n < size ? (size_t)n : 0;
+	snprintf(msg, sizeof(msg), "%lu log line%s dropped (stderr was not writable)", dropped,
+	         dropped == 1 ? "" : "s");
+	return format_line(buf, size, LOG_WARNING, "warning: ", msg);
 }
 
 /* Writes what buf holds (the drop note first, if pending) in one write,
@@ -182,6 +186,14 @@ static void report_at_exit(void)
 	put(buf, n);
 }
 
+/* --log-format=json: each message one JSON object on a line of its own,
+ * for log shippers (see format_line); no live status line on a terminal.
+ * Call before anything is logged. */
+void lr_log_set_json(bool on)
+{
+	json_lines = on;
+}
+
 void lr_log_init(const char *prog, enum lr_log_level level)
 {
 	prog_name = prog;
@@ -207,9 +219,8 @@ static void emit(enum lr_log_level need, int prio, const char *tag, const char *
  * (sd-daemon(3)), which journald strips and records. */
 static void emit(enum lr_log_level need, int prio, const char *tag, const char *fmt, va_list ap)
 {
-	char buf[PIPE_BUF], raw[2048], msg[2048];
-	size_t n, note;
-	int k;
+	char buf[PIPE_BUF], raw[2048];
+	size_t n, note, k;
 
 	if (cur_level < need)
 		return;
@@ -222,15 +233,71 @@ static void emit(enum lr_log_level need, int prio, const char *tag, const char *
 	note = drop_note(buf + n, sizeof(buf) - n);
 	n += note;
 	vsnprintf(raw, sizeof(raw), fmt, ap);
-	lr_text_line(msg, sizeof(msg), raw);
-	if (out_journal)
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "<%d>", prio);
-	k = snprintf(buf + n, sizeof(buf) - n, "%s: %s%s\n", prog_name, tag, msg);
-	if (k < 0)
+	k = format_line(buf + n, sizeof(buf) - n, prio, tag, raw);
+	if (!k)
 		return;
-	n = (size_t)k < sizeof(buf) - n ? n + (size_t)k : sizeof(buf) - 1;
+	send_line(buf, n + k, note > 0);
+}
+
+/*
+ * One line for stderr into buf (size > 1), newline included; returns its
+ * length, 0 if nothing fits. Text: "PROG: TAGMESSAGE", the message
+ * escaped by lr_text_line() and cut to fit. JSON (--log-format=json):
+ * {"time":"2026-11-25T10:00:00.123456Z","program":"lockrun","pid":123,
+ * "level":"warning","message":"..."}, the message a JSON string (valid
+ * UTF-8, control characters as \uXXXX), cut at 1000 bytes, or 500 if its
+ * escapes would not fit one write. The time is this host's clock. In the
+ * journal either starts with "<prio>".
+ */
+static size_t format_line(char *buf, size_t size, int prio, const char *tag, const char *raw)
+{
+	char msg[2048];
+	const char *level = prio <= LOG_ERR       ? "error"
+	                    : prio == LOG_WARNING ? "warning"
+	                    : prio == LOG_DEBUG   ? "debug"
+	                                          : "info";
+	size_t n = 0;
+	int k;
+
+	if (out_journal)
+		n = (size_t)snprintf(buf, size, "<%d>", prio);
+	if (!json_lines) {
+		lr_text_line(msg, sizeof(msg), raw);
+		k = snprintf(buf + n, size - n, "%s: %s%s\n", prog_name, tag, msg);
+	} else {
+		struct timespec ts;
+		struct tm tm;
+		char when[40];
+		struct lr_sb sb;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+		for (size_t cut = 1000;; cut = 500) {
+			lr_sb_init(&sb);
+			lr_sb_printf(&sb, "{\"time\":\"%s.%06ldZ\",\"program\":", when,
+			             ts.tv_nsec / 1000);
+			lr_text_json(&sb, prog_name);
+			lr_sb_printf(&sb,
+			             ",\"pid\":%ld,\"level\":\"%s\",\"message\":", (long)getpid(),
+			             level);
+			snprintf(msg, cut + 1 < sizeof(msg) ? cut + 1 : sizeof(msg), "%s", raw);
+			lr_text_json(&sb, msg);
+			lr_sb_puts(&sb, "}\n");
+			if (sb.oom || sb.len < size - n || cut == 500)
+				break;
+			lr_sb_finish(&sb);
+		}
+		k = sb.oom || sb.len >= size - n
+		        ? -1
+		        : snprintf(buf + n, size - n, "%s", lr_sb_str(&sb));
+		lr_sb_finish(&sb);
+	}
+	if (k < 0)
+		return 0;
+	n = (size_t)k < size - n ? n + (size_t)k : size - 1;
 	buf[n - 1] = '\n';
-	send_line(buf, n, note > 0);
+	return n;
 }
 
 /* Elsewhere than a terminal (a log file, a pipe, the journal): the status
@@ -266,7 +333,7 @@ void lr_log_status(const char *line)
 
 	if (cur_level < LR_LOG_VERBOSE)
 		return;
-	if (!out_tty) {
+	if (!out_tty || json_lines) {
 		status_as_line(line);
 		return;
 	}

@@ -1,6 +1,7 @@
-/* Diagnostics on stderr, prefixed with the program name.
+/* Diagnostics on stderr, prefixed with the program name, or one JSON
+ * object a line (--log-format=json).
  *
- * May use: text.
+ * May use: strbuf, text.
  */
 #ifndef LR_LOG_H
 #define LR_LOG_H
@@ -15,6 +16,7 @@ enum lr_log_level {
 };
 
 void lr_log_init(const char *prog, enum lr_log_level level);
+void lr_log_set_json(bool on);
 enum lr_log_level lr_log_level(void);
 void lr_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void lr_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

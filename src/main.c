@@ -719,6 +719,7 @@ static int run(struct run *r, int argc, char **argv)
 		printf("lockrun %s\n", LR_VERSION);
 		return LR_EXIT_OK;
 	}
+	lr_log_set_json(r->cli.log_json);
 	lr_log_init("lockrun", r->cli.verbosity < 0    ? LR_LOG_QUIET
 	                       : r->cli.verbosity == 0 ? LR_LOG_NORMAL
 	                       : r->cli.verbosity == 1 ? LR_LOG_VERBOSE

@@ -110,3 +110,26 @@ most_said() {
 	((fast >= 3)) || fail "said $fast times in 5 minutes of its clock"
 	touch "$gate"
 }
+
+@test "--log-format=json: every line one JSON object with time, program, pid, level and message" {
+	run -127 "$LOCKRUN" --log-format=json -v -x fb-json -- "$BATS_TEST_TMPDIR/no"$'\e]0;x\a'"such"
+	echo "$output"
+	# Each line parses alone; info and error lines both come; the escape
+	# in the command's name is kept, as JSON escapes, not raw.
+	python3 -c '
+import json, sys
+levels = set()
+for line in sys.stdin.read().splitlines():
+    o = json.loads(line)
+    assert sorted(o) == ["level", "message", "pid", "program", "time"], o
+    assert o["program"] == "lockrun" and isinstance(o["pid"], int), o
+    assert o["time"].endswith("Z") and len(o["time"]) == 27, o
+    levels.add(o["level"])
+    if o["level"] == "error":
+        assert "\x1b]0;x\x07such" in o["message"], o
+assert {"info", "error"} <= levels, levels
+' <<<"$output"
+	[[ $output != *$'\e'* ]] || fail "a raw escape reached stderr"
+	run -64 "$LOCKRUN" --log-format=xml -x fb-json -- true
+	assert_output "lockrun: --log-format: 'xml' is not 'text' or 'json' (see 'lockrun --help')"
+}

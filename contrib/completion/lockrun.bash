@@ -116,7 +116,7 @@ _lockrun()
             -s | --semaphore | -x | --mutex | --read | --write | --named | --id)
                 havelock=1 i=$((i + 1)) ;;
             -w | --wait | --timeout | -E | --conflict-exit-code | --ttl | \
-                --kill-after | --on-lost | --once-per | --once-offset | \
+                --kill-after | --on-lost | --once-per | --once-offset | --log-format | \
                 --done-exit-code | --min-hold | -c | --config)
                 ((i++)) ;;
             --semaphore=* | --mutex=* | --read=* | --write=* | --named=* | --id=* | \
@@ -145,7 +145,7 @@ _lockrun()
             --id -n --nonblock -w --wait --timeout -E --conflict-exit-code --ttl
             --kill-after --on-lost --once-per --once-offset --done-exit-code
             --min-hold --local-queue --no-local-queue -c --config -v --verbose
-            -q --quiet -h --help -V --version --' -- "$cur"))
+            -q --quiet --log-format -h --help -V --version --' -- "$cur"))
         return 0
     fi
     case $prev in
@@ -161,6 +161,8 @@ _lockrun()
             _lockrun_reply_names key "$cur" ;;
         --on-lost)
             COMPREPLY=($(compgen -W 'kill ignore' -- "$cur")) ;;
+        --log-format)
+            COMPREPLY=($(compgen -W 'text json' -- "$cur")) ;;
         -c | --config)
             _lockrun_files "$cur" ;;
     esac
