@@ -1,7 +1,8 @@
-# bench/server.bash: the "server" section of bench/run, sourced by it: what a
-# run costs the database server, in its own CPU time, beside a plain-SQL lock
-# and etcd. Uses bench/run's T, DB_PID, DB_PORT, ETCD_PID, ETCDCTL, LOCKRUN,
-# N_SRV, N_SRV_WARM, SRV_IDLE_SECS, smoke, md, headline, db_sql, log and die.
+# bench/sections/server.bash: the "server" section of bench/run, sourced by
+# it: what a run costs the database server, in its own CPU time, beside a
+# plain-SQL lock and etcd. Uses bench/run's T, DB_PID, DB_PORT, ETCD_PID,
+# ETCDCTL, LOCKRUN, N_SRV, N_SRV_WARM, SRV_IDLE_SECS, smoke, md, headline,
+# db_sql, log and die.
 # shellcheck disable=SC2154 # smoke is bench/run's
 
 # srv_ticks PID: CPU clock ticks (user + system) PID has used.
