@@ -1,10 +1,12 @@
 # shellcheck shell=bash
 #
-# bench/lib.bash: what bench/run and bench/galera share: formatting,
-# percentiles, and the contention loops with their hand-off statistics.
-# Expects T (the temp dir, with data/ in it), CONT_SECS, CONT_WARM_US and
-# the array BG_PIDS from the caller; the hand-off rounds also LOCKRUN, STAMP
-# and db_sql (a query as the administrator in lockrun's database).
+# bench/lib.bash: what bench/run, its sections (bench/sections/) and
+# bench/galera share: formatting, percentiles, timing one command, waiting
+# for a condition, peak RSS, and the contention loops with their hand-off
+# statistics. Expects T (the temp dir, with data/ in it), CONT_SECS,
+# CONT_WARM_US and the array BG_PIDS from the caller; rss_runs also N_RSS;
+# the hand-off rounds also LOCKRUN, STAMP and db_sql (a query as the
+# administrator in lockrun's database).
 
 # fmt_ms MICROSECONDS: milliseconds with two decimals ("-" stays "-").
 fmt_ms() { awk -v v="$1" 'BEGIN { if (v ~ /^-?[0-9.]+$/) printf "%.2f", v / 1000; else printf "-" }'; }
@@ -38,6 +40,43 @@ pct() {
 now_us() {
 	local t=$EPOCHREALTIME
 	echo "${t/./}"
+}
+
+# timed CMD...: run CMD with its output discarded; WALL_US is its wall time
+# in microseconds. Returns CMD's status. A global, not $(...): a subshell per
+# run would add a fork to every figure.
+WALL_US=0
+# shellcheck disable=SC2034 # WALL_US is for the caller
+timed() {
+	local t0 t1 rc=0
+	t0=$EPOCHREALTIME
+	"$@" >/dev/null 2>>"$T/errors.log" || rc=$?
+	t1=$EPOCHREALTIME
+	WALL_US=$((${t1/./} - ${t0/./}))
+	return "$rc"
+}
+
+# wait_until SECONDS CMD...: poll CMD every 0.2 s until it succeeds; false on
+# timeout.
+wait_until() {
+	local secs=$1 i
+	shift
+	for ((i = 0; i < secs * 5; i++)); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# rss_runs OUT CMD...: runs CMD N_RSS times, appending each run's peak RSS
+# (KiB, GNU time's %M) to OUT; a run that fails adds nothing.
+rss_runs() {
+	local out=$1 i
+	shift
+	for ((i = 0; i < N_RSS; i++)); do
+		/usr/bin/time -f %M -o "$T/rss" "$@" </dev/null >/dev/null 2>&1 &&
+			tail -n 1 "$T/rss" >>"$out"
+	done
 }
 
 # cpu_snap: "BUSY IDLE" clock ticks of the whole machine so far (/proc/stat:

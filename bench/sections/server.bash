@@ -1,7 +1,20 @@
-# bench/server.bash: the "server" section of bench/run, sourced by it: what a
-# run costs the database server, in its own CPU time, beside a plain-SQL lock
-# and etcd. Uses bench/run's T, DB_PID, DB_PORT, ETCD_PID, ETCDCTL, LOCKRUN,
-# N_SRV, N_SRV_WARM, SRV_IDLE_SECS, smoke, md, headline, db_sql, log and die.
+# shellcheck shell=bash
+#
+# bench/sections/server.bash: the "server" section of bench/run, sourced by
+# it.
+#
+# Measures what a run costs the database server in its own CPU time, beside
+# a plain-SQL lock (a row, a locking read and a conditional update) and
+# etcd's server: cold runs (a new process and connection each, as every
+# lockrun run is) and warm operations on one connection.
+# How: the server's user + system ticks from /proc/PID/stat before and
+# after N_SRV cold runs (N_SRV / 5 for etcd) or N_SRV_WARM statements fed to
+# one `mariadb` client, less what it spends idle over SRV_IDLE_SECS.
+# To the page: the table "Server cost" (cold, then warm), what a fleet of
+# idle holders costs, where a cold run's server time goes, a headline and
+# three rows of the targets table (server_targets), from data/srv.*.
+# Uses bench/run's T, DB_PID, DB_PORT, ETCD_PID, ETCDCTL, LOCKRUN, N_SRV,
+# N_SRV_WARM, SRV_IDLE_SECS, smoke, md, headline, db_sql, log and die.
 # shellcheck disable=SC2154 # smoke is bench/run's
 
 # srv_ticks PID: CPU clock ticks (user + system) PID has used.

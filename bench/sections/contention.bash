@@ -1,0 +1,201 @@
+# shellcheck shell=bash
+#
+# bench/sections/contention.bash: the "contention" section of bench/run,
+# sourced by it.
+#
+# Measures a hot lock: grants per second and release-to-start time with
+# LOOPS concurrent loops, for `lockrun -x`, `etcdctl lock`, flock(1),
+# `lockrun -s` (semaphore of 3) and `lockrun --write` behind `--read`; what
+# each grant costs in CPU time, and so what bounds the rates.
+# How: contend (bench/lib.bash) runs the loops of `TOOL LOCK -- stamp FILE`
+# for CONT_SECS after CONT_WARM_US of start-up; cont_stats and rw_stats
+# read the stamps, cont_cpu the machine's and the server's CPU ticks;
+# cont_bound runs the same loops of the stamp helper alone.
+# To the page: the contention table, the table of ratios, a headline (8
+# loops, or the most measured), what bounds the rates, the plot
+# bench-contention.png (contention_plot) and two rows of the targets table
+# (contention_targets), from data/cont.dat; data/cont.bound for the bounds
+# section.
+# Uses bench/run's T, DB_PID, ETCD_PID, ETCDCTL, LOCKRUN, LOCKRUNCTL, STAMP,
+# LOOPS, CONT_SECS, CONT_WARM_US, md, headline and log.
+
+# rw_stats NAME: "GRANTS_PER_S WRITER_GRANTS_PER_S P50_US P99_US VIOLATIONS"
+# for readers (tag r) and writers (tag w). A writer's hand-off is its start
+# minus the latest end of any run that ended before it started: the release
+# that let it in. A violation is a run that overlaps a writer's.
+rw_stats() {
+	local name=$1 f=$T/data/cont.$1 p50 p99 summary
+	local w0=$((WIN0 * 1000)) w1=$((WIN1 * 1000))
+	summary=$(awk -v w0="$w0" -v w1="$w1" -v s="$CONT_SECS" -v out="$T/data/r2s.$name" '
+		{ tag[NR] = $1; st[NR] = $2; en[NR] = $3 }
+		END {
+			for (i = 1; i <= NR; i++) {
+				if (st[i] >= w0 && st[i] < w1) { n++; if (tag[i] == "w") nw++ }
+				if (tag[i] != "w") continue
+				last = 0
+				for (j = 1; j <= NR; j++) {
+					if (j == i) continue
+					if (en[j] <= st[i]) { if (en[j] > last) last = en[j] }
+					else if (st[j] < en[i]) bad++
+				}
+				if (last > 0 && st[i] >= w0 && st[i] < w1)
+					print int((st[i] - last) / 1000) > out
+			}
+			close(out)
+			printf "%.1f %.1f %d\n", n / s, nw / s, bad
+		}' "$f")
+	[[ -f $T/data/r2s.$name ]] || : >"$T/data/r2s.$name"
+	read -r p50 p99 < <(pct "$T/data/r2s.$name" 50 99)
+	read -r g gw bad <<<"$summary"
+	echo "$g $gw $p50 $p99 $bad"
+}
+
+# cont_row LOOPS KEY CAPACITY LABEL CMD...: LOOPS loops of CMD wrapping the
+# stamp helper; adds a table row and appends the grants/s to ROW. Not to be
+# called in $(...), so that the loops' pids reach BG_PIDS.
+ROW=
+cont_row() {
+	local n=$1 key=$2 cap=$3 label=$4 g p50 p99 bad fails busy cpu srv
+	shift 4
+	log "contention: $label, $n loops"
+	case $key in
+	lr-*) CONT_SRV_PID=$DB_PID ;;
+	et-*) CONT_SRV_PID=$ETCD_PID ;;
+	*) CONT_SRV_PID= ;;
+	esac
+	contend "$key.$n" "$n" "$@" "$STAMP" "$T/data/cont.$key.$n"
+	fails=$(wc -l <"$T/cont.fail")
+	read -r g p50 p99 bad < <(cont_stats "$key.$n" "$cap")
+	read -r busy cpu srv < <(cont_cpu "$T/data/cont.$key.$n")
+	# With no more loops than permits nobody waits: no hand-off to measure.
+	if ((n <= cap)); then
+		p50=- p99=-
+	fi
+	md "| $label | $n | $g | $(fmt_ms "$p50") | $(fmt_ms "$p99") | $fails | $bad | $busy | $cpu | $srv |"
+	ROW+=" $g"
+	echo "$key $n $g $busy $cpu $srv" >>"$T/data/cont.cpu"
+}
+
+# cont_bound: what bounds the mutex's grants/s, from the CPU columns of the
+# most contended mutex runs (8 loops if measured): with the CPUs busy, each
+# tool's grants/s is about the machine's CPU time over its CPU time per
+# grant.
+cont_bound() {
+	local n=${LOOPS[-1]} cpus lb lc ls eb ec es fb fc hc
+	[[ " ${LOOPS[*]} " == *" 8 "* ]] && n=8
+	cpus=$(nproc)
+	row() { awk -v k="$1" -v n="$n" '$1 == k && $2 == n { r = $4 " " $5 " " $6 } END { print r }' "$T/data/cont.cpu"; }
+	read -r lb lc ls < <(row lr-mx)
+	read -r eb ec es < <(row et-mx)
+	read -r fb fc _ < <(row fl-mx)
+	[[ -n $lc && -n $ec && -n $fc && $lc != - && $ec != - && $fc != - ]] || return 0
+	# The harness alone: the same loops running the stamp helper, no lock.
+	log "contention: $n loops of the stamp helper alone"
+	CONT_SRV_PID=
+	contend "null.$n" "$n" "$STAMP" "$T/data/cont.null.$n"
+	read -r _ hc _ < <(cont_cpu "$T/data/cont.null.$n")
+	# For the bounds section: loops, then CPU ms per grant of lockrun (and
+	# its server's part), etcdctl (and etcd's), flock, the harness alone;
+	# then how busy the CPUs were in lockrun's run (%).
+	echo "$n $lc $ls $ec $es $fc $hc $lb" >"$T/data/cont.bound"
+	per() { awk -v c="$cpus" -v x="$1" 'BEGIN { printf "%.0f", c * 1000 / x }'; }
+	md "" "What bounds it: with $n loops the machine's $cpus CPUs were busy $lb% of the time for" \
+		"lockrun, $eb% for etcdctl and $fb% for flock. Each lockrun grant cost $lc ms of CPU" \
+		"($ls ms of it in MariaDB), each etcdctl grant $ec ms ($es ms in etcd), each flock grant" \
+		"$fc ms; of each, the loop's fork and the stamp helper take $hc ms (the same loops running" \
+		"the helper alone). lockrun's own process is then $(awk -v a="$lc" -v s="$ls" -v h="$hc" \
+		'BEGIN { printf "%.1f", a - s - h }') ms a grant (start-up, connecting, the calls, the spawn), and" \
+		"flock's $(awk -v a="$fc" -v h="$hc" 'BEGIN { printf "%.1f", a - h }') ms." \
+		"With the CPUs busy, grants/s is about $cpus × 1000 ms over the CPU time per grant:" \
+		"$(per "$lc") for lockrun, $(per "$ec") for etcdctl, $(per "$fc") for flock. The ratios of" \
+		"grants/s above are then ratios of CPU time per grant, not of time spent waiting."
+}
+
+section_contention() {
+	local n g gw p50 p99 bad fails nw busy cpu srv
+	"$LOCKRUNCTL" -c "$T/db/admin.conf" -q set cont-sem 3
+	: >"$T/data/cont.dat"
+	: >"$T/data/cont.cpu"
+	md "## Contention" ""
+	md "Each loop runs its tool wrapping the stamp helper over and over for $CONT_SECS s." ""
+	md "| lock | loops | grants/s | release-to-start p50 ms | p99 ms | failures | overlaps | CPU busy % | CPU ms per grant | of it, server |" \
+		"| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	for n in "${LOOPS[@]}"; do
+		ROW=$n
+		cont_row "$n" lr-mx 1 "lockrun -x (mutex)" "$LOCKRUN" -x "cont-mx-$n" --
+		cont_row "$n" et-mx 1 "etcdctl lock" "${ETCDCTL[@]}" lock "cont-mx-$n" --
+		cont_row "$n" fl-mx 1 "flock" flock "$T/cont-$n.lock"
+		cont_row "$n" lr-sem 3 "lockrun -s (semaphore of 3)" "$LOCKRUN" -s cont-sem --
+
+		log "contention: lockrun --write behind --read, $n loops"
+		# shellcheck disable=SC2034 # contend (bench/lib.bash) reads it
+		CONT_SRV_PID=$DB_PID
+		contend "lr-rw.$n" "$n" "$LOCKRUN" --read "cont-rw-$n" -- "$STAMP" "$T/data/cont.lr-rw.$n" r \
+			--- "$LOCKRUN" --write "cont-rw-$n" -- "$STAMP" "$T/data/cont.lr-rw.$n" w
+		fails=$(wc -l <"$T/cont.fail")
+		read -r g gw p50 p99 bad < <(rw_stats "lr-rw.$n")
+		read -r busy cpu srv < <(cont_cpu "$T/data/cont.lr-rw.$n")
+		nw=$((n / 8 > 1 ? n / 8 : 1))
+		md "| lockrun --write behind --read ($((n - nw)) + $nw loops; writer hand-off) | $n | $g (writers $gw) | $(fmt_ms "$p50") | $(fmt_ms "$p99") | $fails | $bad | $busy | $cpu | $srv |"
+		echo "$ROW $g" >>"$T/data/cont.dat"
+	done
+	md "" "| loops | lockrun -x ÷ etcdctl (grants/s) | lockrun -x ÷ flock |" "| ---: | ---: | ---: |"
+	local lr et fl
+	while read -r n lr et fl _; do
+		md "| $n | $(ratio "$lr" "$et") | $(ratio "$lr" "$fl") |"
+		if ((n == 8)) || [[ $n == "${LOOPS[-1]}" && ! " ${LOOPS[*]} " == *" 8 "* ]]; then
+			headline "Mutex grants/s with $n loops: lockrun $lr, etcdctl $et, flock $fl" \
+				"(lockrun = $(ratio "$lr" "$et")× etcdctl, $(ratio "$lr" "$fl")× flock)."
+		fi
+	done <"$T/data/cont.dat"
+	cont_bound
+	md "" "![grants per second against contenders](bench-contention.png)" ""
+	md "How measured: N loops (bash) each run \`TOOL LOCK -- stamp FILE\` until the deadline;" \
+		"stamp (bench/stamp.c) appends its start and end times (CLOCK_REALTIME, ns) to FILE with" \
+		"one write. grants/s counts the commands that started inside the $CONT_SECS s window," \
+		"which opens $(fmt_ms $((CONT_WARM_US / 1000))) s after the loops start, so that their start-up is not counted." \
+		"Release-to-start: with capacity C, the k-th permit to be freed (k-th end in time order)" \
+		"is in use again at the (k+C)-th start; the figure is that start minus that end, for" \
+		"starts inside the window. For a mutex it is the next start minus the previous end: the" \
+		"end of the holder's command to the start of the next holder's command, which takes in" \
+		"the release, the wake-up, the grant and the spawn. With no more loops than permits" \
+		"nobody waits, so it is not given. For the read-write lock, loops are readers except" \
+		"max(1, N/8) writers; a writer's hand-off is its start minus the latest end of any run" \
+		"that ended before it (the release that let it in). lockrun and etcdctl wait in their" \
+		"queues; flock(1) waits in the kernel. Overlaps counts pairs of commands that ran at" \
+		"once against the lock's rules (any at all would be a bug). How to read: grants/s is the" \
+		"throughput of a hot lock including process start-up; release-to-start is the dead time" \
+		"between two holders. Not compared: \`etcdctl lock\` has no counting semaphore and no" \
+		"read-write lock, and flock(1)'s shared and exclusive locks favour neither side, so a" \
+		"stream of readers can keep a writer out indefinitely." ""
+}
+
+# contention_plot DIR: the gnuplot commands for bench-contention.png in DIR, if the
+# section has data (bench/run's plot_all draws every plot at once).
+contention_plot() {
+	local out=$1
+	[[ -s $T/data/cont.dat ]] || return 0
+	echo "set output '$out/bench-contention.png'"
+	echo "set title 'Grants per second on one lock against concurrent loops'"
+	echo "set xlabel 'concurrent loops'; set ylabel 'grants/s'; set logscale x 2"
+	# A margin around the loop counts, so that the last tic is drawn.
+	echo "set xtics ($(IFS=,; echo "${LOOPS[*]}")); set yrange [0:*]"
+	echo "set xrange [${LOOPS[0]} * 0.8:${LOOPS[-1]} * 1.25]"
+	echo "plot '$T/data/cont.dat' using 1:2 with linespoints title 'lockrun -x', \\"
+	echo "     '' using 1:3 with linespoints title 'etcdctl lock', \\"
+	echo "     '' using 1:4 with linespoints title 'flock', \\"
+	echo "     '' using 1:5 with linespoints title 'lockrun -s (capacity 3)', \\"
+	echo "     '' using 1:6 with linespoints title 'lockrun --read/--write'"
+	echo "unset logscale; set xtics autofreq; set xrange [*:*]; set yrange [*:*]"
+}
+
+# contention_targets: the section's rows of the targets table.
+contention_targets() {
+	local f=$T/data a b c
+	if [[ -s $f/cont.dat ]] && read -r _ a b c _ < <(awk '$1 == 8' "$f/cont.dat") && [[ -n $c ]]; then
+		target "mutex grants/s with 8 loops, × etcdctl" "≥ 3" "$(ratio "$a" "$b")" "$(calc "$b > 0 && $a >= 3 * $b")"
+		target "mutex grants/s with 8 loops, × flock" "≥ 0.5" "$(ratio "$a" "$c")" "$(calc "$c > 0 && $a >= 0.5 * $c")"
+	else
+		target "mutex grants/s with 8 loops" "≥ 3× etcdctl, ≥ 0.5× flock" - ""
+	fi
+}
