@@ -219,7 +219,7 @@ holder_field() { # holder_field LINE-KIND KEY: KEY=value of the first such line
 	assert_line "schema upgraded from version 5 to $latest"
 	assert_equal "$(upsql "SELECT MAX(version) FROM lr_schema")" "$latest"
 	assert_equal "$(upsql "SELECT digest FROM lr_routines WHERE name = 'procedures'")" \
-		"$(sha256sum <"$LR_SRC/sql/procedures.sql" | cut -c1-64)"
+		"$(cat "$LR_SRC"/sql/routines/*.sql | sha256sum | cut -c1-64)"
 	assert_equal "$(upsql "SELECT COUNT(*) FROM mysql.user WHERE User = '$UP_ROLE' AND is_role = 'Y'")" 1
 	# The holder is still there, and the suite's database's account untouched.
 	kill -0 "$(cat "$UP/holder.out.pid")"

@@ -1,0 +1,105 @@
+-- lockrun's stored routines, 20: the sweep and the `used` count.
+-- (How these files are applied: 00-start.sql.)
+--
+-- Internal, for the public procedures: the bounded sweep of expired holds
+-- and queue places, and what keeps each resource's `used` (the permits of
+-- its holds) right without triggers.
+
+DELIMITER //
+
+-- Bounded sweep of one resource whose row the caller holds locked: at most
+-- 20 holds and 20 waiters that expired more than the grace ago by this
+-- server's clock, oldest first through k_expiry, their lock-log entries
+-- closed, `used` recounted. A hold past its grace but not
+-- yet swept still counts as used, so a bounded or skipped sweep can delay a
+-- grant, never cause one. When it removed holds it also recomputes `used`
+-- from the hold rows left, so a counter that drifted is mended here.
+-- Cost: two short index range reads, and a few row writes per expired
+-- hold.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_sweep(
+  IN p_res VARCHAR(80) CHARACTER SET ascii)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_cut DATETIME(6) DEFAULT UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND;
+  DECLARE v_done INT DEFAULT 0;
+  DECLARE v_gid BIGINT UNSIGNED;
+  DECLARE v_exp DATETIME(6);
+  DECLARE c CURSOR FOR SELECT grant_id, expires_at FROM lr_holds
+    WHERE resource = p_res AND expires_at <= v_cut ORDER BY expires_at LIMIT 20;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  -- Nearly always there is nothing to sweep: one index probe each, and
+  -- the cursor (dear to open) only when there is.
+  IF EXISTS (SELECT 1 FROM lr_holds WHERE resource = p_res AND expires_at <= v_cut) THEN
+    OPEN c;
+    l: LOOP
+      FETCH c INTO v_gid, v_exp;
+      IF v_done THEN LEAVE l; END IF;
+      UPDATE lr_grants SET ended_at = v_exp, end_reason = 'expired'
+       WHERE id = v_gid AND ended_at IS NULL;
+      DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid;
+    END LOOP;
+    CLOSE c;
+    CALL lr_recount(p_res);
+  END IF;
+  IF EXISTS (SELECT 1 FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut) THEN
+    DELETE FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut
+     ORDER BY expires_at LIMIT 20;
+  END IF;
+END//
+
+-- Sets `used` of resource p_res, whose row the caller holds locked, to the
+-- permits of its hold rows, if it disagrees. Called where the count is
+-- cheap or matters: after a sweep, for a mutex or key at every acquire
+-- (at most one hold row), and before a busy answer. One index range read
+-- of the resource's holds.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_recount(
+  IN p_res VARCHAR(80) CHARACTER SET ascii)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  UPDATE lr_resources SET used = (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = p_res)
+   WHERE name = p_res
+     AND used <> (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = p_res);
+END//
+
+-- Whether `used` must be counted from the hold rows rather than kept by
+-- adding and taking off permits: while the triggers of lockrun 0.1 on
+-- lr_holds may still exist (lr_routines has a 'triggers' row until init
+-- dropped them), which keep it too, and for a minute after these routines
+-- were installed, while calls of the older routines, which relied on
+-- those triggers, may still run. Then every decision and every change of
+-- the holds counts the rows (lr_recount), which is right with or without
+-- the triggers. One read of two primary-key entries.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_fresh(OUT p_fresh TINYINT)
+  READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+  SET p_fresh = EXISTS (SELECT 1 FROM lr_routines WHERE name IN ('triggers', 'procedures')
+                         AND (name = 'triggers' OR applied_at > UTC_TIMESTAMP(6) - INTERVAL 60 SECOND));
+END//
+
+-- Deletes grant p_gid's holds and takes their permits off `used` of their
+-- resources, whose rows the caller holds locked; p_n: the holds deleted.
+-- The procedures keep `used` themselves: a trigger would need SUPER to
+-- create on a server with binary logging, which managed databases do not
+-- give. Never below zero; in lr_fresh's time, counted from the rows left.
+-- Two statements (three while fresh).
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_unhold(
+  IN p_gid BIGINT UNSIGNED, OUT p_n INT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_fresh TINYINT;
+  CALL lr_fresh(v_fresh);
+  IF NOT v_fresh THEN
+    UPDATE lr_resources r JOIN lr_holds h ON h.resource = r.name
+       SET r.used = IF(r.used >= h.permits, r.used - h.permits, 0)
+     WHERE h.grant_id = p_gid;
+  END IF;
+  DELETE FROM lr_holds WHERE grant_id = p_gid;
+  SET p_n = ROW_COUNT();
+  IF v_fresh THEN
+    UPDATE lr_resources r JOIN lr_grant_items i ON i.resource = r.name
+       SET r.used = (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = r.name)
+     WHERE i.grant_id = p_gid;
+  END IF;
+END//
+
+DELIMITER ;

@@ -1,0 +1,91 @@
+-- lockrun's stored routines, 90: who may call them. (How these files are
+-- applied: 00-start.sql.)
+--
+-- After every other routine file: the grants below name the eight public
+-- procedures, which must exist then, and lr_setup_access calls lr_enter,
+-- lr_epoch and lr_leave (10-helpers.sql) while it runs.
+
+DELIMITER //
+
+-- The role <database>_api (lockrun_api for the database lockrun) may
+-- execute the eight public procedures and nothing else; sql/grant.sql
+-- gives it to the runtime account. Re-applied with every new text of the
+-- routine files, so a new public procedure reaches every account that has
+-- the role. Accounts that still have the grant of API 2 and earlier, EXECUTE
+-- on the whole database and no other right there, are moved to the role:
+-- that grant let them call the internal routines. Sessions already
+-- connected keep the database grant they started with (the server checks
+-- it per session), so running holders renew and release as before; their
+-- next connection has the role. An account whose default role is another
+-- one is left as it is (an account has one default role): init says so,
+-- and `lockrunctl doctor` shows it. Also records the server that writes
+-- the tables (below). Run as the administrator that runs init, then
+-- dropped.
+CREATE OR REPLACE PROCEDURE lr_setup_access()
+  SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_role VARCHAR(200) DEFAULT CONCAT('''', REPLACE(CONCAT(DATABASE(), '_api'), '''', ''''''), '''');
+  DECLARE v_db VARCHAR(200) DEFAULT CONCAT('`', REPLACE(DATABASE(), '`', '``'), '`');
+  DECLARE v_grantee VARCHAR(400);
+  DECLARE v_other VARCHAR(200);
+  DECLARE v_notes TEXT DEFAULT '[]';
+  DECLARE v_done INT DEFAULT 0;
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
+  DECLARE v_since, v_until DATETIME(6);
+  DECLARE v_floor BIGINT UNSIGNED;
+  DECLARE c CURSOR FOR
+    SELECT p.GRANTEE FROM information_schema.SCHEMA_PRIVILEGES p
+     WHERE p.TABLE_SCHEMA = DATABASE() AND p.GRANTEE <> '''lockrun_owner''@''localhost'''
+       AND p.GRANTEE NOT LIKE '%@'''''
+     GROUP BY p.GRANTEE HAVING COUNT(*) = 1 AND MAX(p.PRIVILEGE_TYPE) = 'EXECUTE';
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  EXECUTE IMMEDIATE CONCAT('CREATE ROLE IF NOT EXISTS ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_acquire TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_settle TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_poll TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_sleep TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_dequeue TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_renew TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_release TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_check TO ', v_role);
+  OPEN c;
+  l: LOOP
+    FETCH c INTO v_grantee;
+    IF v_done THEN LEAVE l; END IF;
+    SET v_other = NULL;
+    SELECT NULLIF(u.default_role, '') INTO v_other FROM mysql.user u
+     WHERE CONCAT('''', u.User, '''@''', u.Host, '''') = v_grantee;
+    SET v_done = 0;
+    IF v_other IS NULL OR CONCAT('''', v_other, '''') = v_role THEN
+      EXECUTE IMMEDIATE CONCAT('GRANT ', v_role, ' TO ', v_grantee);
+      EXECUTE IMMEDIATE CONCAT('SET DEFAULT ROLE ', v_role, ' FOR ', v_grantee);
+      EXECUTE IMMEDIATE CONCAT('REVOKE EXECUTE ON ', v_db, '.* FROM ', v_grantee);
+      SET v_notes = JSON_ARRAY_APPEND(v_notes, '$', CONCAT('moved ', v_grantee, ' from EXECUTE on ',
+          v_db, '.* to the role ', v_role, '; a session of it that calls the procedures without ',
+          v_db, ' as its default database must reconnect'));
+    ELSE
+      SET v_notes = JSON_ARRAY_APPEND(v_notes, '$', CONCAT(v_grantee, ' keeps EXECUTE on ', v_db,
+          '.*, which reaches the internal routines: its default role is ', v_other,
+          '; grant ', v_role, ' to that role and revoke EXECUTE on ', v_db, '.*'));
+    END IF;
+  END LOOP;
+  CLOSE c;
+  -- The server that installs the routines writes the tables: recorded now,
+  -- so that replicas have it before the first grant (lr_epoch). Were it
+  -- left to the first grant, a replica that missed that grant would take
+  -- the tables over as if newly installed, without a quarantine. Not on a
+  -- read-only server (a replica): it does not write them.
+  IF NOT @@global.read_only THEN
+    CALL lr_enter(NULL, 0, NULL, NULL, NULL, v_sw, v_lwt, v_galera);
+    CALL lr_epoch(v_galera, v_since, v_until, v_floor);
+    CALL lr_leave(v_sw, v_lwt);
+  END IF;
+  -- What init tells the administrator (the column `note`).
+  SELECT j.note FROM JSON_TABLE(v_notes, '$[*]' COLUMNS(note VARCHAR(1000) PATH '$')) j;
+END//
+
+DELIMITER ;
+
+CALL lr_setup_access();
+DROP PROCEDURE lr_setup_access;
