@@ -1,4 +1,6 @@
--- lockrun schema, migration 2: the lock protocol as stored procedures.
+-- lockrun schema, migration 2: what the stored procedures need of the
+-- schema. (It once created the procedures too, whence its name, which the
+-- schema history keeps; they live in sql/routines/ now.)
 --
 -- Apply with `lockrunctl init`, or by hand as an administrator with the
 -- mariadb client, in the lockrun database:
@@ -10,7 +12,7 @@
 --
 -- What it holds: the definer account of the stored routines, the `used`
 -- counter, the indexes of bounded sweeps and the wake-up
--- columns. The routines themselves live in sql/procedures.sql, which
+-- columns. The routines themselves live in sql/routines/, which
 -- `lockrunctl init` applies after the numbered migrations.
 
 -- ---------------------------------------------------------------- definer
@@ -40,8 +42,9 @@ ALTER TABLE lr_waiters ADD COLUMN IF NOT EXISTS wake_conn BIGINT UNSIGNED NULL,
 
 -- The one-time fill; re-running it is harmless. (Until lockrun 0.2 this
 -- migration also created triggers on lr_holds that kept `used`; the
--- routines keep it now, and sql/procedures.sql drops them where they
--- exist: creating a trigger needs SUPER on a server with binary logging.)
+-- routines keep it now, and `lockrunctl init` drops the triggers where
+-- they exist (sql/routines/00-start.sql says how by hand): creating a
+-- trigger needs SUPER on a server with binary logging.)
 UPDATE lr_resources r
    SET r.used = (SELECT COALESCE(SUM(h.permits), 0) FROM lr_holds h WHERE h.resource = r.name);
 

@@ -2,7 +2,7 @@
 -- deleted resources' fences.
 --
 -- Apply with `lockrunctl init`, or by hand as an administrator with the
--- mariadb client, after 001 and 002 and before sql/procedures.sql:
+-- mariadb client, after 001 and 002 and before sql/routines/:
 --     mariadb lockrun < sql/003-lock-log.sql
 -- Idempotent: every statement may run again.
 --
@@ -56,8 +56,9 @@ CREATE TABLE IF NOT EXISTS lr_fence_floor (
   deleted_at DATETIME(6)     NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
--- Which text of sql/procedures.sql the database runs (its SHA-256, as
--- compiled into lockrunctl), so `lockrunctl init` re-applies the routines
+-- Which text of the routines the database runs (the SHA-256 of
+-- sql/routines/*.sql concatenated in order, as compiled into lockrunctl,
+-- in the row 'procedures'), so `lockrunctl init` re-applies the routines
 -- exactly when they changed.
 CREATE TABLE IF NOT EXISTS lr_routines (
   name       VARCHAR(40) CHARACTER SET ascii NOT NULL PRIMARY KEY,

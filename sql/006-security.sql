@@ -1,13 +1,13 @@
 -- lockrun schema, migration 6: the SQL API as the only way in.
 --
 -- Apply with `lockrunctl init`, or by hand as an administrator with the
--- mariadb client, after 001-005 and before sql/procedures.sql:
+-- mariadb client, after 001-005 and before sql/routines/:
 --     mariadb lockrun < sql/006-security.sql
 -- Idempotent: every statement may run again.
 --
 -- Only schema here; the role that may call the public routines, and the
 -- move of accounts off the old database-wide EXECUTE grant, come with the
--- routines (the end of sql/procedures.sql), because a grant names a
+-- routines (sql/routines/90-access.sql), because a grant names a
 -- routine that must exist.
 
 -- When the request that a release handed a grant to claimed it

@@ -1,7 +1,7 @@
 -- lockrun schema, migration 7: fail-over epochs, and the longest lease.
 --
 -- Apply with `lockrunctl init`, or by hand as an administrator with the
--- mariadb client, after 001-006 and before sql/procedures.sql:
+-- mariadb client, after 001-006 and before sql/routines/:
 --     mariadb lockrun < sql/007-epochs.sql
 -- Idempotent: every statement may run again.
 --
@@ -16,7 +16,7 @@
 -- is at most max_ttl_ms (every grant and renewal obeys it) plus the sweep
 -- grace; and tokens from then on start above the new epoch's floor, this
 -- server's clock in microseconds, which no token of an earlier epoch can
--- have reached (sql/procedures.sql, lr_epoch, says why).
+-- have reached (sql/routines/10-helpers.sql, lr_epoch, says why).
 
 -- Per-database settings, written by `lockrunctl max-ttl`. max_ttl_ms: the
 -- longest lease a grant or renewal may ask for, and so the quarantine of

@@ -1,7 +1,7 @@
 -- lockrun schema, migration 8: pausing a resource.
 --
 -- Apply with `lockrunctl init`, or by hand as an administrator with the
--- mariadb client, after 001-007 and before sql/procedures.sql:
+-- mariadb client, after 001-007 and before sql/routines/:
 --     mariadb lockrun < sql/008-pause.sql
 -- Idempotent: every statement may run again.
 --

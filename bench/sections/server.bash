@@ -109,7 +109,7 @@ section_server() {
 		printf '%s %s\n' "$SRV_PLAIN_TAKE" "$SRV_PLAIN_GIVE"
 	done >"$T/srv.plain.sql"
 	# The minute after `lockrunctl init` installed the routines, every call
-	# takes the general way (lr_fresh in sql/procedures.sql): measure after
+	# takes the general way (lr_fresh in sql/routines/20-sweep.sql): measure after
 	# it, except in the smoke run, which only proves the section works.
 	if ((!smoke)); then
 		i=$(db_sql "SELECT GREATEST(0, 61 - TIMESTAMPDIFF(SECOND, applied_at, UTC_TIMESTAMP(6)))
