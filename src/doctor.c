@@ -668,7 +668,7 @@ out:
 	lr_sb_finish(&sb);
 }
 
-/* Which text of sql/procedures.sql the database runs: init records its
+/* Which text of sql/routines/ the database runs: init records its
  * SHA-256 in lr_routines. Readable only by accounts that may read tables. */
 static void check_routines(struct doctor *d)
 {

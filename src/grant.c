@@ -250,7 +250,7 @@ static enum lr_txn release_txn(lr_db *db, void *arg)
 		for (size_t i = 0; (row = lr_db_fetch(db)) && i < r->nholds; i++)
 			r->holds[i].fence = strtoull(row[1], NULL, 10);
 		/* The permits go back to `used`, which the procedures keep
-		 * (no triggers: see sql/procedures.sql), then the holds. */
+		 * (no triggers: see sql/routines/95-recount.sql), then the holds. */
 		if (!lr_db_queryf(db,
 		                  "UPDATE lr_resources r JOIN lr_holds h ON h.resource = r.name "
 		                  "SET r.used = IF(r.used >= h.permits, r.used - h.permits, 0) "

@@ -154,11 +154,12 @@ static bool run_script(lr_db *db, const char *sql, bool own_definer, char *err, 
 }
 
 /*
- * Applies sql/procedures.sql when the database last got another text of
- * it (lr_routines keeps the SHA-256 compiled in here), so a changed
- * routine reaches every database on the next `lockrunctl init`. Never
- * over a newer schema: its routines may be newer than ours. Two queries
- * when nothing changed; one per statement of the file otherwise.
+ * Applies the routines (the files of sql/routines, concatenated in order)
+ * when the database last got another text of them (lr_routines keeps the
+ * SHA-256 compiled in here), so a changed routine reaches every database
+ * on the next `lockrunctl init`. Never over a newer schema: its routines
+ * may be newer than ours. Two queries when nothing changed; one per
+ * statement of the files otherwise.
  */
 static bool apply_routines(lr_db *db, bool own_definer, bool *applied, char *err, size_t errlen)
 {
@@ -173,7 +174,7 @@ static bool apply_routines(lr_db *db, bool own_definer, bool *applied, char *err
 	row = lr_db_fetch(db);
 	if (row && row[0] && strcmp(row[0], lr_routines_digest) == 0)
 		return true;
-	lr_log_info("applying sql/procedures.sql");
+	lr_log_info("applying sql/routines");
 	if (!run_script(db, lr_routines_sql, own_definer, err, errlen))
 		return false;
 	snprintf(q, sizeof(q),
@@ -191,7 +192,7 @@ static bool apply_routines(lr_db *db, bool own_definer, bool *applied, char *err
 /*
  * Drops the triggers on lr_holds that lockrun 0.1 kept `used` with, once
  * the routines that keep it themselves are in place; until then the
- * routines count it from the hold rows (lr_fresh in sql/procedures.sql),
+ * routines count it from the hold rows (lr_fresh, sql/routines/20-sweep.sql),
  * which is right with or without them. Dropping a trigger needs SUPER on a
  * server with binary logging: without it, init says what to run instead
  * and goes on, as the routines are safe either way. One query when there
@@ -216,7 +217,7 @@ static bool drop_triggers(lr_db *db, char *err, size_t errlen)
 		if (lr_db_queryf(db, "DROP TRIGGER %s", names[i]))
 			continue;
 		lr_log_warn("could not drop the old trigger %s (%s): until an account with SUPER "
-		            "runs the statements at the top of sql/procedures.sql, the routines "
+		            "runs the statements in sql/routines/00-start.sql, the routines "
 		            "count `used` from the hold rows, which is slower",
 		            names[i], lr_db_error(db));
 		return true;

@@ -19,7 +19,8 @@ struct lr_migration {
 
 extern const struct lr_migration lr_migrations[];
 extern const size_t lr_migrations_count;
-/* sql/procedures.sql, applied after the migrations, and its SHA-256. */
+/* The files of sql/routines concatenated in order, applied after the
+ * migrations, and its SHA-256. */
 extern const char lr_routines_sql[];
 extern const char lr_routines_digest[];
 
