@@ -30,7 +30,7 @@ setup_file() {
 	assert_output --partial "$LR_VERSION"
 }
 
-@test "meson install installs both programs and the SQL migrations" {
+@test "meson install installs both programs, the SQL migrations and the routines" {
 	local root=$BATS_TEST_TMPDIR/root
 	run meson install -C "$LR_BUILD" --destdir "$root" --no-rebuild --quiet
 	assert_success
@@ -41,6 +41,10 @@ setup_file() {
 		assert [ -x "$root/usr/local/bin/$prog" ]
 	done
 	assert [ -s "$root/usr/local/share/lockrun/sql/001-initial.sql" ]
+	local f
+	for f in "$LR_SRC"/sql/routines/*.sql; do
+		cmp "$f" "$root/usr/local/share/lockrun/sql/routines/${f##*/}"
+	done
 
 	# The installed copy runs (no dependence on the build tree's rpath).
 	run "$root/usr/local/bin/lockrun" --version

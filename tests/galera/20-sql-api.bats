@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 #
-# The SQL API (the lockrun_* procedures of sql/procedures.sql) on the
+# The SQL API (the lockrun_* procedures of sql/routines/) on the
 # 3-node Galera cluster, driven with the mariadb client as the
 # EXECUTE-only runtime account, one node per step. The procedures, their
 # definer and the triggers that keep lr_resources.used were installed by
