@@ -237,8 +237,8 @@ at_least() {
 	[[ $ttl != none && $kill_after != none && $wait != none ]] ||
 		fail "--ttl, --kill-after and --wait must be on the command line: $(cat "$BATS_TEST_TMPDIR/k8s/facts")"
 	# The sweep grace after a lease runs out, as lockrun has it.
-	sweep=$(awk '$2 == "LR_SWEEP_GRACE_MS" { print $3 / 1000 }' "$LR_SRC/src/lock.h")
-	[[ -n $sweep ]] || fail "no LR_SWEEP_GRACE_MS in src/lock.h"
+	sweep=$(awk '$2 == "LR_SWEEP_GRACE_MS" { print $3 / 1000 }' "$LR_SRC/src/lease.h")
+	[[ -n $sweep ]] || fail "no LR_SWEEP_GRACE_MS in src/lease.h"
 	# lockrun's own check: the lease outlasts two renewals and the kill.
 	at_least "$ttl" "$(awk -v k="$kill_after" 'BEGIN { print (k + 0.25) / (1 / 3 - 0.01) }')" \
 		"--ttl against (--kill-after + 0.25 s) / (1/3 - 0.01)"
