@@ -8,10 +8,10 @@ GRANT lockrun_api TO 'lockrun'@'%';
 SET DEFAULT ROLE lockrun_api FOR 'lockrun'@'%';
 --
 -- The role lockrun_api (<database>_api for another database name) may
--- execute exactly the eight public procedures of the SQL API
+-- execute exactly the nine public procedures of the SQL API
 -- (doc/sql-api.md): lockrun_acquire, lockrun_settle, lockrun_poll,
--- lockrun_sleep, lockrun_dequeue, lockrun_renew, lockrun_release and
--- lockrun_check; `lockrunctl init` grants them to it, and grants them
+-- lockrun_sleep, lockrun_dequeue, lockrun_host_queue, lockrun_renew,
+-- lockrun_release and lockrun_check; `lockrunctl init` grants them to it, and grants them
 -- again whenever it installs new routines. They run as the locked account
 -- 'lockrun_owner'@'localhost' (SQL SECURITY DEFINER). So lockrun, and any
 -- application with this grant, can take, renew, check and release locks,

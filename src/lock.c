@@ -64,6 +64,12 @@ void lr_lock_set_cancel(struct lr_request *lk, const volatile bool *flag)
 		lr_db_set_cancel(lk->bell, flag);
 }
 
+void lr_lock_set_host_queue(struct lr_request *lk, unsigned (*behind)(void *arg), void *arg)
+{
+	lk->host_behind = behind;
+	lk->host_behind_arg = arg;
+}
+
 /*
  * Makes the request's key (--id) a once-per key: granted at most once per
  * window of period_ms (starting offset_ms after the epoch, by the

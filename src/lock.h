@@ -39,6 +39,9 @@ void lr_lock_finish(struct lr_request *lk);
  * (the doorbell connection). lr_lock_finish does it too. */
 void lr_lock_end_wait(struct lr_request *lk);
 void lr_lock_set_cancel(struct lr_request *lk, const volatile bool *flag);
+/* How to count the runs of this host waiting behind this one for the
+ * same locks (the host queue), so the database's queue counts them. */
+void lr_lock_set_host_queue(struct lr_request *lk, unsigned (*behind)(void *arg), void *arg);
 void lr_lock_set_once(struct lr_request *lk, uint64_t period_ms, uint64_t offset_ms);
 
 bool lr_lock_connect(struct lr_request *lk, double *wait_s, enum lr_acquire *why);

@@ -631,6 +631,24 @@ enum lr_call lr_call_dequeue(struct lr_request *lk)
 	return r;
 }
 
+/* CALL lockrun_host_queue: tells the database how many runs of this host
+ * wait behind this request in the host queue, holding no connection, so
+ * that status and metrics count them. Written on our own queue places
+ * only. One round trip; sent only when the count changed. */
+enum lr_call lr_call_host_queue(struct lr_request *lk, unsigned behind)
+{
+	struct lr_sb sb;
+	struct cols c;
+	MYSQL_ROW row;
+	enum lr_call r;
+
+	start_call(&sb, "lockrun_host_queue", lk->request_id);
+	lr_sb_printf(&sb, ",%u)", behind);
+	r = call_row(lk, lk->db, &sb, &c, &row);
+	lr_sb_finish(&sb);
+	return r;
+}
+
 /*
  * CALL lockrun_renew: extends every hold of the lease by the ttl from the
  * server's now, but only holds not yet past the grace (one past it may have

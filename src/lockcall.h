@@ -40,6 +40,7 @@ enum lr_call lr_call_settle(struct lr_request *lk, enum lr_outcome *out);
 enum lr_call lr_call_poll(struct lr_request *lk, bool *could);
 enum lr_call lr_call_sleep(struct lr_request *lk, lr_db *db, unsigned ms, bool *woken);
 enum lr_call lr_call_dequeue(struct lr_request *lk);
+enum lr_call lr_call_host_queue(struct lr_request *lk, unsigned behind);
 enum lr_call lr_call_renew(struct lr_request *lk, bool *lost);
 enum lr_call lr_call_release(struct lr_request *lk, enum lr_end how, int status);
 enum lr_call lr_call_prepare_release(struct lr_request *lk);

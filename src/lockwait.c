@@ -104,6 +104,38 @@ static void chain(struct lr_request *lk, unsigned ms)
 }
 
 /*
+ * The head of the host queue tells the database how many runs of its host
+ * wait behind it, when that changed, so status and metrics count them.
+ * Only a figure for operators: a failed CALL is not the wait's business
+ * (the next poll meets any trouble of the connection), and a database
+ * that refuses it (routines installed by an older lockrunctl) is not
+ * asked again. Costs a count of the host's file locks at most once a
+ * second, and one round trip per change.
+ */
+static void tell_host_queue(struct lr_request *lk)
+{
+	char err[sizeof(lk->err)];
+	unsigned n;
+	enum lr_call r;
+
+	if (!lk->host_behind || lk->host_told_off)
+		return;
+	n = lk->host_behind(lk->host_behind_arg);
+	if (lk->host_told_any ? n == lk->host_told : n == 0)
+		return;
+	memcpy(err, lk->err, sizeof(err));
+	r = lr_call_host_queue(lk, n);
+	if (r == LR_CALL_OK) {
+		lk->host_told = n;
+		lk->host_told_any = true;
+	} else if (r != LR_CALL_RETRY && r != LR_CALL_UNKNOWN) {
+		lr_log_debug("the database does not count the host queue: %s", lk->err);
+		lk->host_told_off = true;
+	}
+	memcpy(lk->err, err, sizeof(err));
+}
+
+/*
  * Waits until an attempt could succeed (LR_WAIT_TRY), the deadline, or the
  * cancel flag, which also ends a statement in flight on either connection.
  * A request of named locks only has no queue: it naps, growing from
@@ -132,10 +164,13 @@ enum lr_wait lr_wait_turn(struct lr_request *lk, uint64_t deadline)
 		}
 		if (!lk->queued || !lr_db_connected(lk->db)) {
 			/* Queue again (our places were swept), or let the
-			 * attempt meet the database trouble. */
+			 * attempt meet the database trouble. New places
+			 * count nobody behind us until told again. */
+			lk->host_told_any = false;
 			lr_request_nap(lk, least(lr_request_jitter(NAMED_MIN_MS), left));
 			return lr_request_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
 		}
+		tell_host_queue(lk);
 		if (lk->galera) {
 			/* The pace is from poll to poll: a slow CALL (a causal
 			 * wait on a busy cluster) counts towards it. */

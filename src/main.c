@@ -575,6 +575,13 @@ static int local_queue(struct run *r, lr_prequeue **pq, double *wait_s)
 	}
 }
 
+/* The head's count of the runs queued behind it on this host, for the
+ * database's queue (status and metrics count them). */
+static unsigned host_behind(void *pq)
+{
+	return lr_prequeue_behind(pq);
+}
+
 /* Takes the locks, runs the child under them, gives them back. */
 static int run_locked(struct run *r)
 {
@@ -610,6 +617,8 @@ static int run_locked(struct run *r)
 	wait = r->cfg.lock.wait;
 	if (wait != 0 && r->cfg.lock.local_queue && (rc = local_queue(r, &pq, &wait)) != 0)
 		goto out;
+	if (pq)
+		lr_lock_set_host_queue(&r->lock, host_behind, pq);
 	if (!lr_lock_connect(&r->lock, &wait, &a)) {
 		rc = acquire_failed(r, a);
 		goto out;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +32,10 @@ struct lr_prequeue {
 	uv_timer_t *timer;     /* the deadline */
 	bool timer_fired;
 	uint64_t waited_ms; /* behind other runs; 0 if the queue was free */
+	dev_t dev;          /* the file's identity, as /proc/locks names it */
+	ino_t ino;
+	unsigned behind;      /* runs of this host blocked on our file lock */
+	uint64_t behind_read; /* CLOCK_MONOTONIC ms of the last count; 0: never */
 	char err[PATH_MAX + 100];
 };
 
@@ -157,6 +162,8 @@ lr_prequeue *lr_prequeue_open(uv_loop_t *loop, const char *dir, const char *key,
 		snprintf(err, errlen, "cannot open %s: %s", pq->path, strerror(errno));
 		goto fail;
 	}
+	pq->dev = st.st_dev;
+	pq->ino = st.st_ino;
 	if (st.st_size == 0 && pwrite(pq->fd, key, strlen(key), 0) < 0)
 		lr_log_debug("cannot write %s: %s", pq->path, strerror(errno));
 	lr_log_debug("host queue: %s", pq->path);
@@ -335,6 +342,46 @@ out:
 uint64_t lr_prequeue_waited_ms(const lr_prequeue *pq)
 {
 	return pq->waited_ms;
+}
+
+/*
+ * How many runs of this host wait behind the head (us) for the same
+ * locks: the requests blocked on our file lock, as the kernel lists them
+ * in /proc/locks ("N: -> OFDLCK ADVISORY WRITE -1 MAJ:MIN:INODE 0 EOF").
+ * Counted at most once a second (the head asks on every poll); between
+ * counts the last one is answered. A run that died is gone from the list
+ * at once, which no counter kept by the waiters themselves could promise.
+ * Costs one read of /proc/locks (every lock of the machine, one line
+ * each) per second; 0 if it cannot be read.
+ */
+unsigned lr_prequeue_behind(lr_prequeue *pq)
+{
+	char line[256], mine[64];
+	uint64_t now = now_ms();
+	unsigned n = 0;
+	FILE *f;
+
+	if (pq->behind_read && now - pq->behind_read < 1000)
+		return pq->behind;
+	pq->behind_read = now;
+	snprintf(mine, sizeof(mine), " %02x:%02x:%llu ", major(pq->dev), minor(pq->dev),
+	         (unsigned long long)pq->ino);
+	f = fopen("/proc/locks", "re");
+	if (!f) {
+		pq->behind = 0;
+		return 0;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		/* Each blocked request is indented one more: "N: -> ",
+		 * "N:  -> ", ... */
+		const char *p = strchr(line, ':');
+		p = p ? p + strspn(p + 1, " ") + 1 : line;
+		if (strncmp(p, "-> ", 3) == 0 && strstr(p, mine))
+			n++;
+	}
+	fclose(f);
+	pq->behind = n;
+	return n;
 }
 
 const char *lr_prequeue_error(const lr_prequeue *pq)

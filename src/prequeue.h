@@ -36,6 +36,7 @@ lr_prequeue *lr_prequeue_open(uv_loop_t *loop, const char *dir, const char *key,
                               size_t errlen);
 enum lr_pq_wait lr_prequeue_wait(lr_prequeue *pq, double *wait_s, const volatile bool *cancel);
 uint64_t lr_prequeue_waited_ms(const lr_prequeue *pq);
+unsigned lr_prequeue_behind(lr_prequeue *pq);
 const char *lr_prequeue_error(const lr_prequeue *pq);
 void lr_prequeue_destroy(lr_prequeue *pq);
 

@@ -69,6 +69,13 @@ struct lr_request {
 	unsigned polls;      /* lockrun_poll calls while waiting */
 	unsigned head_polls; /* of which at the head of the queue */
 	unsigned sleeps;     /* lockrun_sleep calls (the doorbell) */
+	/* The runs of this host queued behind us (the host queue), counted
+	 * by the caller's function; NULL without a host queue. */
+	unsigned (*host_behind)(void *arg);
+	void *host_behind_arg;
+	unsigned host_told; /* the count the database has (host_told_any) */
+	bool host_told_any; /* it has one of ours */
+	bool host_told_off; /* its schema cannot take one: stop telling */
 	const volatile bool *cancel;
 	uv_timer_t *timer;
 	bool timer_fired;

@@ -12,14 +12,16 @@
 struct res_row {
 	char *name, *kind;
 	unsigned long capacity;
-	unsigned long long used;    /* permits of holds an acquirer counts (within the grace) */
-	unsigned long long fence;   /* the last token handed out */
-	unsigned long long holders; /* grants holding it, within the grace */
-	unsigned long long expired; /* holds past their expiry, not swept yet */
-	unsigned long long waiters; /* queued requests, live */
-	double oldest_wait;         /* seconds the longest-waiting request has waited */
-	double oldest_hold;         /* seconds the longest live hold has been held */
-	char *paused_at;            /* NULL unless paused (lockrunctl pause) */
+	unsigned long long used;        /* permits of holds an acquirer counts (within the grace) */
+	unsigned long long fence;       /* the last token handed out */
+	unsigned long long holders;     /* grants holding it, within the grace */
+	unsigned long long expired;     /* holds past their expiry, not swept yet */
+	unsigned long long waiters;     /* waiting requests, live: the database's queue and
+	                                 * the host queues behind its places */
+	unsigned long long host_queued; /* of which in host queues */
+	double oldest_wait;             /* seconds the longest-waiting request has waited */
+	double oldest_hold;             /* seconds the longest live hold has been held */
+	char *paused_at;                /* NULL unless paused (lockrunctl pause) */
 	char *paused_by, *pause_note;
 };
 
@@ -73,8 +75,8 @@ static bool load_resources(lr_db *db, const char *where, struct res_row **out, s
 	             ", h.permits, 0)), 0), "
 	             "COALESCE(SUM(h.expires_at > NOW(6) - " LR_SQL_GRACE "), 0), "
 	             "COALESCE(SUM(h.expires_at <= NOW(6)), 0), "
-	             "(SELECT COUNT(*) FROM lr_waiters w WHERE w.resource = r.name "
-	             "AND w.expires_at > NOW(6) - " LR_SQL_GRACE "), "
+	             "(SELECT COUNT(*) + COALESCE(SUM(w.host_behind), 0) FROM lr_waiters w "
+	             "WHERE w.resource = r.name AND w.expires_at > NOW(6) - " LR_SQL_GRACE "), "
 	             "(SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(w.since), NOW(6)), 0) "
 	             "FROM lr_waiters w WHERE w.resource = r.name "
 	             "AND w.expires_at > NOW(6) - " LR_SQL_GRACE "), "
@@ -82,7 +84,9 @@ static bool load_resources(lr_db *db, const char *where, struct res_row **out, s
 	             "FROM lr_holds o JOIN lr_grants g ON g.id = o.grant_id "
 	             "WHERE o.resource = r.name AND o.expires_at > NOW(6) - " LR_SQL_GRACE "), "
 	             "DATE_FORMAT(r.paused_at, '%%Y-%%m-%%dT%%H:%%i:%%sZ'), r.paused_by, "
-	             "r.pause_note "
+	             "r.pause_note, "
+	             "(SELECT COALESCE(SUM(w.host_behind), 0) FROM lr_waiters w "
+	             "WHERE w.resource = r.name AND w.expires_at > NOW(6) - " LR_SQL_GRACE ") "
 	             "FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name %s "
 	             "GROUP BY r.name, r.kind, r.capacity, r.fence, r.paused_at, r.paused_by, "
 	             "r.pause_note ORDER BY r.name",
@@ -109,6 +113,7 @@ static bool load_resources(lr_db *db, const char *where, struct res_row **out, s
 		r->paused_at = row[10] ? strdup(row[10]) : NULL;
 		r->paused_by = row[11] ? strdup(row[11]) : NULL;
 		r->pause_note = row[12] ? strdup(row[12]) : NULL;
+		r->host_queued = strtoull(row[13], NULL, 10);
 		(*n)++;
 		if (!r->name || !r->kind || (row[10] && !r->paused_at) ||
 		    (row[11] && !r->paused_by) || (row[12] && !r->pause_note))
@@ -132,7 +137,8 @@ enum {
 	C_SINCE,
 	C_EXPIRES,
 	C_LEFT_US,
-	C_AGE_US
+	C_AGE_US,
+	C_BEHIND /* waiters: runs of its host queued behind it (the host queue) */
 };
 
 /*
@@ -152,7 +158,7 @@ static bool query_parties(lr_db *db, const char *where, bool named)
 	             "g.command, DATE_FORMAT(g.acquired_at, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
 	             "DATE_FORMAT(h.expires_at, '%%Y-%%m-%%dT%%H:%%i:%%S.%%fZ'), "
 	             "TIMESTAMPDIFF(MICROSECOND, NOW(6), h.expires_at), "
-	             "TIMESTAMPDIFF(MICROSECOND, g.acquired_at, NOW(6)) "
+	             "TIMESTAMPDIFF(MICROSECOND, g.acquired_at, NOW(6)), 0 "
 	             "FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id "
 	             "JOIN lr_resources r ON r.name = h.resource %s "
 	             "UNION ALL "
@@ -160,7 +166,7 @@ static bool query_parties(lr_db *db, const char *where, bool named)
 	             "w.os_user, w.command, DATE_FORMAT(w.since, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "
 	             "DATE_FORMAT(w.expires_at, '%%Y-%%m-%%dT%%H:%%i:%%S.%%fZ'), "
 	             "TIMESTAMPDIFF(MICROSECOND, NOW(6), w.expires_at), "
-	             "TIMESTAMPDIFF(MICROSECOND, w.since, NOW(6)) "
+	             "TIMESTAMPDIFF(MICROSECOND, w.since, NOW(6)), w.host_behind "
 	             "FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource "
 	             "%s%s w.expires_at > NOW(6) - " LR_SQL_GRACE " ORDER BY 1, 2, 4",
 	             where, where, named ? " AND" : "WHERE");
@@ -196,8 +202,8 @@ static void json_party(FILE *out, MYSQL_ROW h, unsigned pos)
 		        age, left, left <= 0 ? "true" : "false",
 		        left * 1000 <= -LR_SWEEP_GRACE_MS ? "true" : "false");
 	else
-		fprintf(out, ",\"waited_s\":%.3f,\"expired\":%s}", age,
-		        left <= 0 ? "true" : "false");
+		fprintf(out, ",\"waited_s\":%.3f,\"expired\":%s,\"host_queue_behind\":%s}", age,
+		        left <= 0 ? "true" : "false", h[C_BEHIND]);
 }
 
 /* Two lines, each within 80 columns whatever the names; stored text is
@@ -233,6 +239,9 @@ static void text_party(FILE *out, MYSQL_ROW h, unsigned pos)
 	fprintf(out, "    since %s  ", h[C_SINCE]);
 	lr_report_show(out, h[C_CMD], 48, 0);
 	fputc('\n', out);
+	if (h[C_TYPE][0] == '1' && strcmp(h[C_BEHIND], "0") != 0)
+		fprintf(out, "    and %s more run%s of its host queued behind it\n", h[C_BEHIND],
+		        strcmp(h[C_BEHIND], "1") ? "s" : "");
 }
 
 /* The fail-over epoch (migration 7): the server that writes the tables,
@@ -308,6 +317,8 @@ static bool print_people(lr_db *db, const char *where, bool named, const struct 
 			    out,
 			    ",\"capacity\":%lu,\"used\":%llu,\"fence\":%llu,\"expired_holds\":%llu",
 			    r->capacity, r->used, r->fence, r->expired);
+			fprintf(out, ",\"waiting\":%llu,\"host_queued\":%llu", r->waiters,
+			        r->host_queued);
 			fprintf(out, ",\"oldest_hold_s\":%.3f,\"paused\":", r->oldest_hold);
 			if (r->paused_at) {
 				fprintf(out, "{\"since\":\"%s\",\"by\":", r->paused_at);
@@ -418,7 +429,8 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 	    {"resource_used", "Permits held by live leases (expired within the 5 s grace "
 	                      "included, as acquirers count them)."},
 	    {"resource_holders", "Grants holding the resource."},
-	    {"resource_waiters", "Requests queued for the resource."},
+	    {"resource_waiters", "Requests waiting for the resource: in the database's queue, "
+	                         "and in host queues behind their host's first."},
 	    {"resource_oldest_wait_seconds", "How long the longest-waiting request has waited."},
 	    {"resource_expired_holds", "Holds whose lease expired but that nobody swept yet."},
 	    {"resource_oldest_hold_seconds", "How long the longest live hold has been held "

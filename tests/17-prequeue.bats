@@ -307,3 +307,44 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); print("locked", flus
 	run -78 "$LOCKRUN" -c "$conf" -x pqcfg -- true
 	assert_output --regexp "lq\.conf:[0-9]+: local_queue_dir: 'run/lockrun' is not an absolute path"
 }
+
+# status_of NAME FIELD: a field of NAME's resource in `status --json`.
+status_of() {
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --json "$1" |
+		python3 -c 'import json, sys; r = json.load(sys.stdin)["resources"][0]; print(r[sys.argv[1]])' "$2"
+}
+
+# metric NAME FAMILY: the value of lockrun_FAMILY for resource NAME.
+metric() {
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --format=prometheus "$1" |
+		awk -v m="lockrun_$2" -v r="resource=\"$1\"" '$1 ~ "^" m "\\{" && index($1, r) { print $2 }'
+}
+
+@test "runs waiting in the host's queue count in status, JSON and Prometheus, and leave the count when they go" {
+	hold -x pqcount
+	local i
+	for i in 1 2 3 4; do
+		"$LOCKRUN" -c "$conf" -w 120 -x pqcount -- true 3>&- &
+		pids+=($!)
+		((i == 1)) && lr_wait_for head_settled pqcount
+	done
+	# One request in the database's queue, three behind it on this host.
+	assert_equal "$(waiters pqcount)" 1
+	lr_wait_eq -t 10 3 sql "SELECT host_behind FROM lr_waiters WHERE resource = 'pqcount'"
+	assert_equal "$(status_of pqcount waiting)" 4
+	assert_equal "$(status_of pqcount host_queued)" 3
+	assert_equal "$(metric pqcount resource_waiters)" 4
+	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status pqcount
+	assert_success
+	assert_output --partial "and 3 more runs of its host queued behind it"
+	# A run that leaves the host's queue leaves the count within seconds.
+	kill -TERM "${pids[3]}"
+	wait "${pids[3]}" || true
+	unset 'pids[3]'
+	lr_wait_eq -t 10 2 sql "SELECT host_behind FROM lr_waiters WHERE resource = 'pqcount'"
+	assert_equal "$(metric pqcount resource_waiters)" 3
+	touch "$BATS_TEST_TMPDIR/go.holder"
+	wait_all "a waiter"
+	assert_equal "$(waiters)" 0
+	assert_equal "$(status_of pqcount waiting)" 0
+}

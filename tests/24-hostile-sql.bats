@@ -65,12 +65,12 @@ wait_rc() {
 	wait "$1" || rc=$?
 }
 
-@test "the account sees only the 8 public procedures; internal routines 1370, tables 1142, temporary tables 1044" {
+@test "the account sees only the 9 public procedures; internal routines 1370, tables 1142, temporary tables 1044" {
 	local out
 	out=$(app "SELECT CONCAT(ROUTINE_TYPE, ' ', ROUTINE_NAME) AS r FROM information_schema.ROUTINES
 		WHERE ROUTINE_SCHEMA = 'lockrun' ORDER BY ROUTINE_NAME")
 	assert_equal "$(col r <<<"$out" | paste -sd,)" \
-		"PROCEDURE lockrun_acquire,PROCEDURE lockrun_check,PROCEDURE lockrun_dequeue,PROCEDURE lockrun_poll,PROCEDURE lockrun_release,PROCEDURE lockrun_renew,PROCEDURE lockrun_settle,PROCEDURE lockrun_sleep"
+		"PROCEDURE lockrun_acquire,PROCEDURE lockrun_check,PROCEDURE lockrun_dequeue,PROCEDURE lockrun_host_queue,PROCEDURE lockrun_poll,PROCEDURE lockrun_release,PROCEDURE lockrun_renew,PROCEDURE lockrun_settle,PROCEDURE lockrun_sleep"
 	# Not even the body of a public one.
 	out=$(app "SELECT COUNT(*) AS n FROM information_schema.ROUTINES
 		WHERE ROUTINE_SCHEMA = 'lockrun' AND ROUTINE_DEFINITION IS NOT NULL")
@@ -252,6 +252,29 @@ wait_rc() {
 	app "CALL lockrun_dequeue('$sr')" >/dev/null
 }
 
+@test "lockrun_host_queue counts on the caller's own places only: a made-up id, a lease or the wake-up hash changes no count" {
+	local ra la rb lb out hash
+	ra=$(newid) la=$(newid) rb=$(newid) lb=$(newid)
+	acq mutex:h-hq "$ra" "$la" >/dev/null
+	assert_equal "$(field outcome "$(acq mutex:h-hq "$rb" "$lb" 30000 1)")" queued
+	# The waiter's own request id sets its count.
+	out=$(app "CALL lockrun_host_queue('$rb', 4)")
+	assert_equal "$(field places "$out")" 1
+	assert_equal "$(sql "SELECT host_behind FROM lr_waiters WHERE request_id = '$rb'")" 4
+	# Anything else an application could have seen writes nothing: a
+	# made-up id, the holder's lease or request id, the waiter's lease, and
+	# the public hash the waiter behind is shown (wait_for).
+	hash=$(sql "SELECT LEFT(SHA2(CONCAT('wait:', '$rb'), 256), 32)")
+	local id
+	for id in "$(newid)" "$la" "$ra" "$lb" "$hash"; do
+		out=$(app "CALL lockrun_host_queue('$id', 999)")
+		assert_equal "$(field places "$out")" 0
+	done
+	assert_equal "$(sql "SELECT host_behind FROM lr_waiters WHERE request_id = '$rb'")" 4
+	app "CALL lockrun_dequeue('$rb')" >/dev/null
+	rel "$la" >/dev/null
+}
+
 @test "lockrun_check takes a lease: someone else's grant number is 1644, and a random lease in an open transaction does not stall a holder (ttl 3 s)" {
 	"$LOCKRUN" --ttl 3 --kill-after 0.5 -x h-chk -- sh -c "$(rec_cmd "$rec" h-chk -- 6)" \
 		2>"$BATS_TEST_TMPDIR/holder.err" 3>&- &
@@ -323,6 +346,7 @@ wait_rc() {
 	assert_line --regexp '^ok start-transaction\.lockrun_renew '
 	assert_line --regexp '^ok start-transaction\.lockrun_poll '
 	assert_line --regexp '^ok start-transaction\.lockrun_sleep '
+	assert_line --regexp '^ok start-transaction\.lockrun_host_queue '
 	assert_line 'ok txn.untouched'
 }
 

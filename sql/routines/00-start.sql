@@ -11,7 +11,8 @@
 --                         sweep and the `used` count
 --   30-acquire.sql        lockrun_acquire, lr_claim, lr_acquire
 --   40-queue.sql          lr_wait_lock, lr_heartbeat, lockrun_poll,
---                         lockrun_sleep, lockrun_dequeue: waiting
+--                         lockrun_sleep, lockrun_dequeue,
+--                         lockrun_host_queue: waiting
 --   50-renew-release.sql  lockrun_renew, lr_hand_off, lr_release,
 --                         lockrun_release
 --   60-settle.sql         lockrun_settle
@@ -47,7 +48,7 @@
 -- client can write a row of its own into lockrun's tables.
 --
 -- The security boundary (API 3). The runtime account holds one role,
--- <database>_api, which may execute exactly the eight lockrun_* procedures
+-- <database>_api, which may execute exactly the nine lockrun_* procedures
 -- (the grants of 90-access.sql); the lr_* helpers are for them
 -- alone. Nothing the caller controls reaches a decision: every argument is
 -- checked by the public procedure that takes it; every time is this

@@ -1,10 +1,10 @@
 -- lockrun's stored routines, 40: the queue and waiting.
 -- (How these files are applied: 00-start.sql.)
 --
--- The public lockrun_poll, lockrun_sleep and lockrun_dequeue, for a
--- request that holds queue places, and the internal lr_wait_lock (the
--- wake-up chain) and lr_heartbeat (places kept alive), which acquire
--- calls too.
+-- The public lockrun_poll, lockrun_sleep, lockrun_dequeue and
+-- lockrun_host_queue, for a request that holds queue places, and the
+-- internal lr_wait_lock (the wake-up chain) and lr_heartbeat (places kept
+-- alive), which acquire calls too.
 
 DELIMITER //
 
@@ -226,6 +226,39 @@ BEGIN
   CALL lr_leave(v_sw, v_lwt);
   CALL lr_wait_lock(p_request, 0, v_galera);
   SELECT v_removed AS removed, v_returned AS returned, 3 AS api;
+END//
+
+-- lockrun_host_queue: the first run of a host's queue (lockrun(1), its
+-- local queue) tells how many runs of its host wait behind it for the same
+-- locks, holding no connection (p_behind, 0-1000000), so that status and
+-- metrics count them (lr_waiters.host_behind, migration 9). Written on the request's own queue
+-- places only: the request id is their secret. A figure for operators:
+-- no decision reads it, so a wrong one misleads a dashboard, never a
+-- grant. One UPDATE of the request's waiter rows; answers how many.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_host_queue(
+  IN p_request CHAR(32) CHARACTER SET ascii, IN p_behind INT UNSIGNED)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
+  DECLARE v_places INT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    CALL lr_leave(v_sw, v_lwt);
+    RESIGNAL;
+  END;
+  IF p_behind IS NULL OR p_behind > 1000000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: behind must be 0-1000000';
+  END IF;
+  CALL lr_enter('lockrun_host_queue', 9, p_request, NULL, NULL, v_sw, v_lwt, v_galera);
+  START TRANSACTION;
+  UPDATE lr_waiters SET host_behind = p_behind
+   WHERE request_id = p_request AND host_behind <> p_behind;
+  SELECT COUNT(*) INTO v_places FROM lr_waiters WHERE request_id = p_request;
+  COMMIT;
+  CALL lr_leave(v_sw, v_lwt);
+  SELECT v_places AS places, 3 AS api;
 END//
 
 DELIMITER ;

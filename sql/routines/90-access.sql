@@ -1,14 +1,14 @@
 -- lockrun's stored routines, 90: who may call them. (How these files are
 -- applied: 00-start.sql.)
 --
--- After every other routine file: the grants below name the eight public
+-- After every other routine file: the grants below name the nine public
 -- procedures, which must exist then, and lr_setup_access calls lr_enter,
 -- lr_epoch and lr_leave (10-helpers.sql) while it runs.
 
 DELIMITER //
 
 -- The role <database>_api (lockrun_api for the database lockrun) may
--- execute the eight public procedures and nothing else; sql/grant.sql
+-- execute the nine public procedures and nothing else; sql/grant.sql
 -- gives it to the runtime account. Re-applied with every new text of the
 -- routine files, so a new public procedure reaches every account that has
 -- the role. Accounts that still have the grant of API 2 and earlier, EXECUTE
@@ -46,6 +46,7 @@ BEGIN
   EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_poll TO ', v_role);
   EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_sleep TO ', v_role);
   EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_dequeue TO ', v_role);
+  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_host_queue TO ', v_role);
   EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_renew TO ', v_role);
   EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_release TO ', v_role);
   EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_check TO ', v_role);

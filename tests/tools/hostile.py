@@ -33,6 +33,7 @@ import pymysql.cursors
 PUBLIC = sorted([
     "lockrun_acquire", "lockrun_settle", "lockrun_poll", "lockrun_sleep",
     "lockrun_dequeue", "lockrun_renew", "lockrun_release", "lockrun_check",
+    "lockrun_host_queue",
 ])
 
 failures = 0
@@ -400,12 +401,17 @@ def cmd_args():
     for k, (v, allow) in bad_ids.items():
         a(f"poll.request.{k}", "CALL lockrun_poll(%s)", [v], allow)
         a(f"dequeue.request.{k}", "CALL lockrun_dequeue(%s)", [v], allow)
+        a(f"host_queue.request.{k}", "CALL lockrun_host_queue(%s, %s)", [v, 1], allow)
         a(f"sleep.request.{k}", "CALL lockrun_sleep(%s, %s)", [v, 100], allow)
         a(f"renew.lease.{k}", "CALL lockrun_renew(%s, %s)", [v, 30000], allow)
         if v is not None:  # a NULL lease is the documented no-op
             a(f"release.lease.{k}", "CALL lockrun_release(%s, %s, %s, %s)", [v, "exited", 0, None], allow)
         a(f"check.lease.{k}", "CALL lockrun_check(%s, %s)", [v, "h-arg-held"], allow, lease_msg)
     a("sleep.ms.None", "CALL lockrun_sleep(%s, %s)", [never, None])
+    for v in (None, 1000001):
+        a(f"host_queue.behind.{v}", "CALL lockrun_host_queue(%s, %s)", [queued, v])
+    for v in (-1, 2 ** 32):
+        a(f"host_queue.behind.{v}", "CALL lockrun_host_queue(%s, %s)", [queued, v], RANGE)
     for v in (-1, 2 ** 32):
         a(f"sleep.ms.{v}", "CALL lockrun_sleep(%s, %s)", [never, v], RANGE)
     for v in (None, 0, 999, 86400001):
@@ -472,6 +478,7 @@ def cmd_txn():
         ("lockrun_poll", "CALL lockrun_poll(%s)", [queued]),
         ("lockrun_sleep", "CALL lockrun_sleep(%s, %s)", [queued, 100]),
         ("lockrun_dequeue", "CALL lockrun_dequeue(%s)", [queued]),
+        ("lockrun_host_queue", "CALL lockrun_host_queue(%s, %s)", [queued, 3]),
         ("lockrun_settle", "CALL lockrun_settle(%s, %s, %s)", ["mutex:h-txn", queued, newid()]),
     ]
     # (With autocommit = 0 alone the account cannot open a transaction:
