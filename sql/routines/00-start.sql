@@ -66,7 +66,7 @@
 -- contenders conflict on a written row, also under Galera; the fence is
 -- taken from the resource row in commit order.
 --
--- The sweep grace (5 s, lock.h LR_SWEEP_GRACE_MS) is spelled out in the
+-- The sweep grace (5 s, src/lease.h LR_SWEEP_GRACE_MS) is spelled out in the
 -- routines as INTERVAL 5000000 MICROSECOND. Queue places live 10 s unless
 -- renewed.
 
