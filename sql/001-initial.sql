@@ -4,7 +4,7 @@
 --     mariadb lockrun < sql/001-initial.sql
 -- Every statement is idempotent, so re-applying a migration is harmless.
 --
--- Design rules (see README "How it stays correct"):
+-- Design rules (see doc/design.md, "How it stays correct"):
 --  * All times are written with the server's NOW(6); the client clock is never
 --    stored or compared.
 --  * A grant writes the row of every resource it takes (fence = fence + 1), so
