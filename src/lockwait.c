@@ -28,6 +28,8 @@ _Static_assert(HEAD_SLEEP_MS < HEARTBEAT_MS && CHAIN_WAIT_MS < HEARTBEAT_MS &&
  * the next two in line every 25-50 ms, the rest every 250-500 ms. */
 #define GALERA_HEAD_MS 10
 #define GALERA_NEAR    2
+/* A failed lockrun_host_queue is tried again this much later. */
+#define HOST_RETRY_MS 10000
 /* --named alone: nothing to be woken by; attempts at a growing interval. */
 #define NAMED_MIN_MS 40
 #define NAMED_MAX_MS 500
@@ -107,19 +109,27 @@ static void chain(struct lr_request *lk, unsigned ms)
  * The head of the host queue tells the database how many runs of its host
  * wait behind it, when that changed, so status and metrics count them.
  * Only a figure for operators: a failed CALL is not the wait's business
- * (the next poll meets any trouble of the connection), and a database
- * that refuses it (routines installed by an older lockrunctl) is not
- * asked again. Costs a count of the host's file locks at most once a
- * second, and one round trip per change.
+ * (the next poll meets any trouble of the connection); it is tried again
+ * HOST_RETRY_MS later, and a database without the procedure (routines
+ * installed by an older lockrunctl) is not asked again. Costs a count of
+ * the host's file locks at most once a second, and one round trip per
+ * change.
  */
 static void tell_host_queue(struct lr_request *lk)
 {
 	char err[sizeof(lk->err)];
+	uint64_t ticket = 0;
 	unsigned n;
 	enum lr_call r;
 
-	if (!lk->host_behind || lk->host_told_off)
+	if (!lk->host_behind || lk->host_told_off || lr_request_now_ms() < lk->host_retry_at)
 		return;
+	for (size_t i = 0; i < lk->nitems; i++)
+		ticket += lk->items[i].ticket; /* 0 for what does not queue */
+	/* New places (ours were swept and made again: new tickets, so a
+	 * new sum) start at 0, whatever the old ones were told. */
+	if (lk->host_told_any && lk->host_told_ticket != ticket)
+		lk->host_told_any = false;
 	n = lk->host_behind(lk->host_behind_arg);
 	if (lk->host_told_any ? n == lk->host_told : n == 0)
 		return;
@@ -127,10 +137,15 @@ static void tell_host_queue(struct lr_request *lk)
 	r = lr_call_host_queue(lk, n);
 	if (r == LR_CALL_OK) {
 		lk->host_told = n;
+		lk->host_told_ticket = ticket;
 		lk->host_told_any = true;
-	} else if (r != LR_CALL_RETRY && r != LR_CALL_UNKNOWN) {
+	} else if (r == LR_CALL_SCHEMA) {
 		lr_log_debug("the database does not count the host queue: %s", lk->err);
 		lk->host_told_off = true;
+	} else {
+		/* Passing trouble (a fail-over, a node that refuses writes)
+		 * or a refusal: try again later, not on every poll. */
+		lk->host_retry_at = lr_request_now_ms() + HOST_RETRY_MS;
 	}
 	memcpy(lk->err, err, sizeof(err));
 }
@@ -164,9 +179,7 @@ enum lr_wait lr_wait_turn(struct lr_request *lk, uint64_t deadline)
 		}
 		if (!lk->queued || !lr_db_connected(lk->db)) {
 			/* Queue again (our places were swept), or let the
-			 * attempt meet the database trouble. New places
-			 * count nobody behind us until told again. */
-			lk->host_told_any = false;
+			 * attempt meet the database trouble. */
 			lr_request_nap(lk, least(lr_request_jitter(NAMED_MIN_MS), left));
 			return lr_request_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
 		}

@@ -664,6 +664,7 @@ static int run_locked(struct run *r)
 	/* Only now, off the hand-off's critical path: the next run of this
 	 * host may go to the database (so a semaphore's local holders run
 	 * together), and the doorbell connection goes. */
+	lr_lock_set_host_queue(&r->lock, NULL, NULL);
 	lr_prequeue_destroy(pq);
 	pq = NULL;
 	lr_lock_end_wait(&r->lock);

@@ -34,6 +34,7 @@ struct lr_prequeue {
 	uint64_t waited_ms; /* behind other runs; 0 if the queue was free */
 	dev_t dev;          /* the file's identity, as /proc/locks names it */
 	ino_t ino;
+	char lock_id[64];     /* "MAJ:MIN:INODE" as /proc/locks names our lock */
 	unsigned behind;      /* runs of this host blocked on our file lock */
 	uint64_t behind_read; /* CLOCK_MONOTONIC ms of the last count; 0: never */
 	char err[PATH_MAX + 100];
@@ -344,44 +345,118 @@ uint64_t lr_prequeue_waited_ms(const lr_prequeue *pq)
 	return pq->waited_ms;
 }
 
+/* Whether tok (up to a blank) is a lock's "MAJ:MIN:INODE", as
+ * /proc/locks and fdinfo print it: hex, hex, decimal. */
+static bool is_lock_id(const char *tok, size_t len)
+{
+	size_t colons = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (tok[i] == ':')
+			colons++;
+		else if (!(tok[i] >= '0' && tok[i] <= '9') && !(tok[i] >= 'a' && tok[i] <= 'f'))
+			return false;
+	}
+	return colons == 2 && len >= 5;
+}
+
+/*
+ * Counts, in the text of /proc/locks read from f, the requests blocked on
+ * the file whose lock id ("MAJ:MIN:INODE") is id. A blocked request's line
+ * is its blocker's number, then "->" indented one more space for each
+ * waiter before it ("1: -> OFDLCK ...", "1:  -> OFDLCK ..."), so lines of
+ * a long queue are long: read whole, with getline. Public for the unit
+ * test; lr_prequeue_behind is the caller.
+ */
+unsigned lr_prequeue_count_blocked(FILE *f, const char *id)
+{
+	char *line = NULL;
+	size_t cap = 0, idlen = strlen(id);
+	unsigned n = 0;
+
+	while (getline(&line, &cap, f) > 0) {
+		const char *p = strchr(line, ':');
+		if (!p)
+			continue;
+		p += 1 + strspn(p + 1, " ");
+		if (strncmp(p, "-> ", 3) != 0)
+			continue;
+		/* The id is the 6th field after "->": OFDLCK ADVISORY WRITE
+		 * -1 MAJ:MIN:INODE; compare whole tokens only. */
+		for (p += 3; *p;) {
+			size_t len;
+			p += strspn(p, " \t\n");
+			len = strcspn(p, " \t\n");
+			if (len == idlen && strncmp(p, id, len) == 0 && is_lock_id(p, len)) {
+				n++;
+				break;
+			}
+			p += len;
+		}
+	}
+	free(line);
+	return n;
+}
+
+/* Our lock's id as the kernel prints it, from the "lock:" line of our
+ * descriptor's fdinfo: fstat's st_dev is not the kernel's device number
+ * on every file system (btrfs gives a subvolume's own). Falls back to
+ * fstat's. One small read. */
+static void lock_id(lr_prequeue *pq)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(pq->lock_id, sizeof(pq->lock_id), "%02x:%02x:%llu", major(pq->dev), minor(pq->dev),
+	         (unsigned long long)pq->ino);
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pq->fd);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = line;
+		if (strncmp(line, "lock:", 5) != 0)
+			continue;
+		while (*p) {
+			size_t len;
+			p += strspn(p, " \t\n");
+			len = strcspn(p, " \t\n");
+			if (is_lock_id(p, len) && len < sizeof(pq->lock_id)) {
+				memcpy(pq->lock_id, p, len);
+				pq->lock_id[len] = '\0';
+				break;
+			}
+			p += len;
+		}
+		break;
+	}
+	fclose(f);
+}
+
 /*
  * How many runs of this host wait behind the head (us) for the same
  * locks: the requests blocked on our file lock, as the kernel lists them
- * in /proc/locks ("N: -> OFDLCK ADVISORY WRITE -1 MAJ:MIN:INODE 0 EOF").
- * Counted at most once a second (the head asks on every poll); between
- * counts the last one is answered. A run that died is gone from the list
- * at once, which no counter kept by the waiters themselves could promise.
- * Costs one read of /proc/locks (every lock of the machine, one line
- * each) per second; 0 if it cannot be read.
+ * in /proc/locks. Counted at most once a second (the head asks on every
+ * poll); between counts the last one is answered. A run that died is gone
+ * from the list at once, which no counter kept by the waiters themselves
+ * could promise. Costs one read of /proc/locks (every lock of the
+ * machine, one line each) per second; 0 if it cannot be read.
  */
 unsigned lr_prequeue_behind(lr_prequeue *pq)
 {
-	char line[256], mine[64];
 	uint64_t now = now_ms();
-	unsigned n = 0;
 	FILE *f;
 
 	if (pq->behind_read && now - pq->behind_read < 1000)
 		return pq->behind;
 	pq->behind_read = now;
-	snprintf(mine, sizeof(mine), " %02x:%02x:%llu ", major(pq->dev), minor(pq->dev),
-	         (unsigned long long)pq->ino);
+	if (!pq->lock_id[0])
+		lock_id(pq);
 	f = fopen("/proc/locks", "re");
-	if (!f) {
-		pq->behind = 0;
-		return 0;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		/* Each blocked request is indented one more: "N: -> ",
-		 * "N:  -> ", ... */
-		const char *p = strchr(line, ':');
-		p = p ? p + strspn(p + 1, " ") + 1 : line;
-		if (strncmp(p, "-> ", 3) == 0 && strstr(p, mine))
-			n++;
-	}
-	fclose(f);
-	pq->behind = n;
-	return n;
+	pq->behind = f ? lr_prequeue_count_blocked(f, pq->lock_id) : 0;
+	if (f)
+		fclose(f);
+	return pq->behind;
 }
 
 const char *lr_prequeue_error(const lr_prequeue *pq)

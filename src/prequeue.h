@@ -1,12 +1,12 @@
 /*
  * The host's queue in front of the database's. Runs on one host that ask
- * for the same locks wait here first, on an OFD lock of one file per
- * request, holding no database connection; only the file's holder, the
- * head of the host's queue, connects and waits in the database's queue,
- * and it leaves the host's queue once it is granted (or gives up). The
- * database alone decides who holds a lock: this module only bounds how
- * many waiters of one host stand in the database's queue at once. No SQL
- * and no lock semantics here.
+ * for the same locks wait here first, on an OFD lock of one file per set
+ * of locks asked for, holding no database connection; only the file's
+ * holder, the head of the host's queue, connects and waits in the
+ * database's queue, and it leaves the host's queue once it is granted
+ * (or gives up). The database alone decides who holds a lock: this
+ * module only bounds how many waiters of one host stand in the database's
+ * queue at once. No SQL and no lock semantics here.
  *
  * May use: db, duration, item, log, strbuf.
  */
@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <uv.h>
 
@@ -37,6 +38,7 @@ lr_prequeue *lr_prequeue_open(uv_loop_t *loop, const char *dir, const char *key,
 enum lr_pq_wait lr_prequeue_wait(lr_prequeue *pq, double *wait_s, const volatile bool *cancel);
 uint64_t lr_prequeue_waited_ms(const lr_prequeue *pq);
 unsigned lr_prequeue_behind(lr_prequeue *pq);
+unsigned lr_prequeue_count_blocked(FILE *f, const char *id);
 const char *lr_prequeue_error(const lr_prequeue *pq);
 void lr_prequeue_destroy(lr_prequeue *pq);
 

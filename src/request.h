@@ -73,9 +73,11 @@ struct lr_request {
 	 * by the caller's function; NULL without a host queue. */
 	unsigned (*host_behind)(void *arg);
 	void *host_behind_arg;
-	unsigned host_told; /* the count the database has (host_told_any) */
-	bool host_told_any; /* it has one of ours */
-	bool host_told_off; /* its schema cannot take one: stop telling */
+	unsigned host_told;        /* the count the database has (host_told_any) */
+	uint64_t host_told_ticket; /* on the places of these tickets (their sum) */
+	bool host_told_any;        /* it has one of ours */
+	bool host_told_off;        /* its routines cannot take one: stop telling */
+	uint64_t host_retry_at;    /* CLOCK_MONOTONIC ms: after a failed telling */
 	const volatile bool *cancel;
 	uv_timer_t *timer;
 	bool timer_fired;

@@ -320,7 +320,7 @@ metric() {
 		awk -v m="lockrun_$2" -v r="resource=\"$1\"" '$1 ~ "^" m "\\{" && index($1, r) { print $2 }'
 }
 
-@test "runs waiting in the host's queue count in status, JSON and Prometheus, and leave the count when they go" {
+@test "runs waiting in the host's queue count in status, JSON and Prometheus, leave the count when they go, and count on new places" {
 	hold -x pqcount
 	local i
 	for i in 1 2 3 4; do
@@ -341,6 +341,11 @@ metric() {
 	kill -TERM "${pids[3]}"
 	wait "${pids[3]}" || true
 	unset 'pids[3]'
+	lr_wait_eq -t 10 2 sql "SELECT host_behind FROM lr_waiters WHERE resource = 'pqcount'"
+	assert_equal "$(metric pqcount resource_waiters)" 3
+	# Places made anew (the head's were swept: here by hand) count the
+	# runs behind again.
+	sql "DELETE FROM lr_waiters WHERE resource = 'pqcount'"
 	lr_wait_eq -t 10 2 sql "SELECT host_behind FROM lr_waiters WHERE resource = 'pqcount'"
 	assert_equal "$(metric pqcount resource_waiters)" 3
 	touch "$BATS_TEST_TMPDIR/go.holder"

@@ -234,7 +234,10 @@ END//
 -- metrics count them (lr_waiters.host_behind, migration 9). Written on the request's own queue
 -- places only: the request id is their secret. A figure for operators:
 -- no decision reads it, so a wrong one misleads a dashboard, never a
--- grant. One UPDATE of the request's waiter rows; answers how many.
+-- grant. One UPDATE of the request's waiter rows; answers how many. On
+-- Galera the UPDATE may meet a release's hand-off of the same place on
+-- another node, and one of them then retries (1213): the head sends it
+-- at most once a second, and only when its count changed.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_host_queue(
   IN p_request CHAR(32) CHARACTER SET ascii, IN p_behind INT UNSIGNED)
   MODIFIES SQL DATA SQL SECURITY DEFINER
@@ -248,10 +251,10 @@ BEGIN
     CALL lr_leave(v_sw, v_lwt);
     RESIGNAL;
   END;
+  CALL lr_enter('lockrun_host_queue', 9, p_request, NULL, NULL, v_sw, v_lwt, v_galera);
   IF p_behind IS NULL OR p_behind > 1000000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: behind must be 0-1000000';
   END IF;
-  CALL lr_enter('lockrun_host_queue', 9, p_request, NULL, NULL, v_sw, v_lwt, v_galera);
   START TRANSACTION;
   UPDATE lr_waiters SET host_behind = p_behind
    WHERE request_id = p_request AND host_behind <> p_behind;

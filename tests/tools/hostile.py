@@ -479,6 +479,7 @@ def cmd_txn():
         ("lockrun_sleep", "CALL lockrun_sleep(%s, %s)", [queued, 100]),
         ("lockrun_dequeue", "CALL lockrun_dequeue(%s)", [queued]),
         ("lockrun_host_queue", "CALL lockrun_host_queue(%s, %s)", [queued, 3]),
+        ("lockrun_host_queue", "CALL lockrun_host_queue(%s, %s)", [queued, None]),
         ("lockrun_settle", "CALL lockrun_settle(%s, %s, %s)", ["mutex:h-txn", queued, newid()]),
     ]
     # (With autocommit = 0 alone the account cannot open a transaction:
