@@ -2,7 +2,8 @@
 #
 # The build: both programs report the project's version, and `meson install`
 # puts the programs and the SQL migrations where the docs say; the modules
-# of src/ keep to the layering their headers declare.
+# of src/ keep to the layering their headers declare, and every shell script
+# passes shellcheck.
 
 load helpers/common
 
@@ -70,4 +71,19 @@ setup_file() {
 	assert_failure
 	assert_line --partial "src/request: includes lock.h but its 'May use:' does not name lock"
 	assert_line --regexp '^circle: .*src/request.*src/lock|^circle: .*src/lock.*src/request'
+}
+
+@test "every shell script of the project passes shellcheck" {
+	cd "$LR_SRC"
+	local f files=()
+	# By name or by #! line; bats files are not plain shell.
+	while IFS= read -r f; do
+		[[ -f $f && $f != *.bats ]] || continue
+		if [[ $f == *.bash || $f == *.sh ]] || head -n 1 "$f" | grep -qE '^#!.*[/ ](ba)?sh( |$)'; then
+			files+=("$f")
+		fi
+	done < <(git ls-files 2>/dev/null || find . -type f -not -path './build/*' -not -path './.git/*')
+	((${#files[@]} >= 20)) || fail "only ${#files[@]} shell scripts found"
+	run shellcheck -x "${files[@]}"
+	assert_success
 }

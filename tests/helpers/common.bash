@@ -82,6 +82,7 @@ lr_output_is() {
 # runs), for teardown; gone ones are fine.
 kill_pids() {
 	local p
+	# shellcheck disable=SC2154 # pids is each test file's own array
 	for p in "${pids[@]}"; do
 		kill -KILL "$p" 2>/dev/null || true
 	done
@@ -94,10 +95,12 @@ ctl() {
 
 # holds [RESOURCE]: live permits held (of RESOURCE, or of everything).
 holds() {
+	# shellcheck disable=SC2016 # quotes for SQL, inside double quotes
 	sql "SELECT COALESCE(SUM(permits), 0) FROM lr_holds${1:+ WHERE resource = '$1'}"
 }
 
 # waiters [RESOURCE]: queued requests (on RESOURCE, or anywhere).
 waiters() {
+	# shellcheck disable=SC2016 # quotes for SQL, inside double quotes
 	sql "SELECT COUNT(DISTINCT request_id) FROM lr_waiters${1:+ WHERE resource = '$1'}"
 }

@@ -12,6 +12,7 @@ proxy() {
 	fifo=$BATS_TEST_TMPDIR/ctl
 	"$LR_TOOLS/lrproxy" --target "$LR_PORT" --port-file "$BATS_TEST_TMPDIR/proxy.port" \
 		--control "$fifo" >/dev/null 3>&- &
+	# shellcheck disable=SC2034 # for the test that sourced this file
 	proxy_pid=$!
 	lr_wait_for test -s "$BATS_TEST_TMPDIR/proxy.port"
 	proxy_port=$(cat "$BATS_TEST_TMPDIR/proxy.port")

@@ -48,6 +48,7 @@ setup_records() {
 # records leave when it gets it (into $rec, under its flock).
 loop_cmd() {
 	local name=$1
+	# shellcheck disable=SC2016 # $LOCKRUN_FENCE is for the command's shell
 	printf 'flock %q sh -c "echo enter %s \\$LOCKRUN_FENCE >>%q"; trap "flock %q sh -c \\"echo leave %s >>%q\\"; exit 0" TERM; while :; do sleep 0.05; done' \
 		"$rec.lk" "$name" "$rec" "$rec.lk" "$name" "$rec"
 }

@@ -34,7 +34,7 @@ LR_BUILD_PACKAGES=(
 LR_TEST_PACKAGES=(
 	"${LR_BUILD_PACKAGES[@]}"
 	bats bats-assert bats-support galera-4 rsync iproute2 python3-yaml
-	clang libclang-rt-14-dev socat python3-pymysql chromium
+	clang libclang-rt-14-dev socat python3-pymysql chromium shellcheck
 )
 
 _lr_say() { printf 'lockrun-test: %s\n' "$*" >&2; }
