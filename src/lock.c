@@ -1,12 +1,6 @@
 #include "lock.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "btimer.h"
 #include "duration.h"

@@ -126,19 +126,16 @@ static void tell_host_queue(struct lr_request *lk)
 		return;
 	for (size_t i = 0; i < lk->nitems; i++)
 		ticket += lk->items[i].ticket; /* 0 for what does not queue */
+	n = lk->host_behind(lk->host_behind_arg);
 	/* New places (ours were swept and made again: new tickets, so a
 	 * new sum) start at 0, whatever the old ones were told. */
-	if (lk->host_told_any && lk->host_told_ticket != ticket)
-		lk->host_told_any = false;
-	n = lk->host_behind(lk->host_behind_arg);
-	if (lk->host_told_any ? n == lk->host_told : n == 0)
+	if (n == (lk->host_told_ticket == ticket ? lk->host_told : 0))
 		return;
 	memcpy(err, lk->err, sizeof(err));
 	r = lr_call_host_queue(lk, n);
 	if (r == LR_CALL_OK) {
 		lk->host_told = n;
 		lk->host_told_ticket = ticket;
-		lk->host_told_any = true;
 	} else if (r == LR_CALL_SCHEMA) {
 		lr_log_debug("the database does not count the host queue: %s", lk->err);
 		lk->host_told_off = true;

@@ -73,9 +73,8 @@ struct lr_request {
 	 * by the caller's function; NULL without a host queue. */
 	unsigned (*host_behind)(void *arg);
 	void *host_behind_arg;
-	unsigned host_told;        /* the count the database has (host_told_any) */
-	uint64_t host_told_ticket; /* on the places of these tickets (their sum) */
-	bool host_told_any;        /* it has one of ours */
+	unsigned host_told;        /* the count the database has ... */
+	uint64_t host_told_ticket; /* ... on the places of these tickets (their sum; 0: none) */
 	bool host_told_off;        /* its routines cannot take one: stop telling */
 	uint64_t host_retry_at;    /* CLOCK_MONOTONIC ms: after a failed telling */
 	const volatile bool *cancel;

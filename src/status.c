@@ -75,7 +75,7 @@ static bool load_resources(lr_db *db, const char *where, struct res_row **out, s
 	             ", h.permits, 0)), 0), "
 	             "COALESCE(SUM(h.expires_at > NOW(6) - " LR_SQL_GRACE "), 0), "
 	             "COALESCE(SUM(h.expires_at <= NOW(6)), 0), "
-	             "(SELECT COUNT(*) + COALESCE(SUM(w.host_behind), 0) FROM lr_waiters w "
+	             "(SELECT COUNT(*) FROM lr_waiters w "
 	             "WHERE w.resource = r.name AND w.expires_at > NOW(6) - " LR_SQL_GRACE "), "
 	             "(SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(w.since), NOW(6)), 0) "
 	             "FROM lr_waiters w WHERE w.resource = r.name "
@@ -114,6 +114,7 @@ static bool load_resources(lr_db *db, const char *where, struct res_row **out, s
 		r->paused_by = row[11] ? strdup(row[11]) : NULL;
 		r->pause_note = row[12] ? strdup(row[12]) : NULL;
 		r->host_queued = strtoull(row[13], NULL, 10);
+		r->waiters += r->host_queued; /* the places, and the runs behind them */
 		(*n)++;
 		if (!r->name || !r->kind || (row[10] && !r->paused_at) ||
 		    (row[11] && !r->paused_by) || (row[12] && !r->pause_note))
