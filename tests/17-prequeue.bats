@@ -333,6 +333,8 @@ metric() {
 	lr_wait_eq -t 10 3 sql "SELECT host_behind FROM lr_waiters WHERE resource = 'pqcount'"
 	assert_equal "$(status_of pqcount waiting)" 4
 	assert_equal "$(status_of pqcount host_queued)" 3
+	assert_equal "$("$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status --json pqcount |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["resources"][0]["waiters"][0]["host_queue_behind"])')" 3
 	assert_equal "$(metric pqcount resource_waiters)" 4
 	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" status pqcount
 	assert_success
