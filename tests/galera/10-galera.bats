@@ -153,27 +153,30 @@ poll_report() {
 }
 
 # tokens_ok NODE NAME RUNS: every fencing token of NAME went to a grant
-# (the resource's fence is the number of its grants), RUNS of them ran
-# and exited 0, and any others are grants that never ran: handed to a
-# waiter that did not claim them in time (lost) or gave them back
-# (aborted). A loaded machine can starve a waiter that long; lockrun then
-# queues again under a new lease (tests/21-handoff.bats), and its token is
-# not reused. Prints the end reasons.
+# (the resource's fence is the number of its grants), and every grant
+# ended as a run that exited 0, or in one of the ways a stalled cluster
+# or a starved waiter leaves it: handed to a waiter that did not claim it
+# in time (lost) or gave it back (aborted), or a release that did not
+# land (lockrun warns "could not release", the run's status stands, and
+# the sweep ends it as expired after ttl + grace). At least RUNS ended
+# exited 0 or expired. The runs themselves are judged by the children's
+# records. Prints the end reasons.
 tokens_ok() {
 	local n=$1 name=$2 runs=$3 fence grants ok other
 	fence=$(gsql "$n" "SELECT fence FROM lr_resources WHERE name = '$name'")
 	grants=$(gsql "$n" "SELECT COUNT(*) FROM lr_grant_items WHERE resource = '$name'")
 	ok=$(gsql "$n" "SELECT COUNT(*) FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id
-		WHERE i.resource = '$name' AND g.end_reason = 'exited' AND g.exit_status = 0")
+		WHERE i.resource = '$name' AND (g.end_reason = 'expired'
+			OR (g.end_reason = 'exited' AND g.exit_status = 0))")
 	other=$(gsql "$n" "SELECT COUNT(*) FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id
 		WHERE i.resource = '$name' AND NOT (g.end_reason = 'exited' AND g.exit_status = 0)
-		AND g.end_reason NOT IN ('lost', 'aborted')")
-	echo "# $name: fence $fence, grants $grants, exited 0: $ok; by end reason:" \
+		AND g.end_reason NOT IN ('lost', 'aborted', 'expired')")
+	echo "# $name: fence $fence, grants $grants, exited 0 or expired: $ok; by end reason:" \
 		"$(gsql "$n" "SELECT CONCAT(g.end_reason, ' ', COUNT(*)) FROM lr_grants g
 			JOIN lr_grant_items i ON i.grant_id = g.id WHERE i.resource = '$name'
 			GROUP BY g.end_reason" | paste -sd,)" >&3
 	assert_equal "$fence" "$grants"
-	assert_equal "$ok" "$runs"
+	((ok >= runs)) || fail "$ok grants exited 0 or expired, $runs runs"
 	assert_equal "$other" 0
 }
 
