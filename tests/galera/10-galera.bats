@@ -105,7 +105,8 @@ waitall() {
 # workers FILE NAME WORKERS RUNS SECS: WORKERS concurrent loops of RUNS runs
 # each of `lockrun -v -s NAME` on node (w mod 3) + 1, the child recording
 # itself in FILE and staying SECS. Each run's "WORKER RUN STATUS" goes to
-# $rcs, lockrun's log to $work/stderr (see poll_report).
+# $rcs, lockrun's log to $work/stderr (see poll_report), and the log of a
+# run that failed to $work/failed too (statuses_are shows it).
 workers() {
 	local file=$1 name=$2 nw=$3 runs=$4 secs=$5 w cmd pids=()
 	cmd=$(rec_cmd "$file" "$name" -- "$secs")
@@ -118,7 +119,14 @@ workers() {
 				# A run takes seconds; `timeout` turns a hung lockrun
 				# into a failed run (124) instead of a hung test.
 				timeout -k 10 150 "$LOCKRUN" -v -c "$conf" -w 120 -s "$name" -- \
-					sh -c "$cmd" 2>>"$work/stderr" || rc=$?
+					sh -c "$cmd" 2>"$work/err.w$w" || rc=$?
+				cat "$work/err.w$w" >>"$work/stderr"
+				if ((rc)); then
+					{
+						echo "worker $w (${conf##*/}) run $r: exit $rc"
+						sed 's/^/  /' "$work/err.w$w"
+					} >>"$work/failed"
+				fi
 				echo "$w $r $rc" >>"$rcs"
 			done
 		) 3>&- &
@@ -130,6 +138,18 @@ workers() {
 # statuses: "COUNT STATUS" lines, the exit statuses of all runs.
 statuses() {
 	awk '{ print $3 }' "$rcs" | sort -n | uniq -c | sed 's/^ *//'
+}
+
+# statuses_are EXPECTED: the statuses are EXPECTED; if not, the log of each
+# run that failed is shown with the failure.
+statuses_are() {
+	local got
+	got=$(statuses)
+	if [[ $got != "$1" && -s $work/failed ]]; then
+		echo "the runs that failed, and what lockrun said:"
+		cat "$work/failed"
+	fi
+	assert_equal "$got" "$1"
 }
 
 # poll_report NAME SECONDS: how fast the grants went, and what waiting cost
@@ -189,7 +209,7 @@ tokens_ok() {
 	poll_report g1 "$(echo "$EPOCHREALTIME - $t0" | bc)"
 	echo "exit statuses:"
 	statuses
-	assert_equal "$(statuses)" "300 0"
+	statuses_are "300 0"
 	assert_equal "$(rec_count "$rec" enter g1)" 300
 	assert_equal "$(rec_count "$rec" leave g1)" 300
 	run judge "$rec" g1 1
@@ -213,7 +233,7 @@ tokens_ok() {
 	local t0=$EPOCHREALTIME
 	workers "$rec" g3 30 10 0.2
 	poll_report g3 "$(echo "$EPOCHREALTIME - $t0" | bc)"
-	assert_equal "$(statuses)" "300 0"
+	statuses_are "300 0"
 	assert_equal "$(rec_count "$rec" enter g3)" 300
 	assert_equal "$(rec_count "$rec" leave g3)" 300
 	run judge "$rec" g3 3
@@ -246,9 +266,10 @@ tokens_ok() {
 	# And with lockrun, a semaphore of 3 judged against a limit of 1.
 	: >"$rec"
 	: >"$rcs"
+	rm -f "$work/failed"
 	ctl set g3 3
 	workers "$rec" g3 12 5 0.3
-	assert_equal "$(statuses)" "60 0"
+	statuses_are "60 0"
 	run judge "$rec" g3 1
 	assert_failure
 	assert_output --partial "inside at once (limit 1)"
