@@ -12,6 +12,11 @@
 /* Tries of one attempt, or of a settlement, through deadlocks, lock wait
  * timeouts and lost connections (jittered backoff from 5 ms to 1 s). */
 #define TX_RETRIES 12
+/* Past the end of the wait, tries go on only this long: one that failed
+ * at once (a deadlock) is still tried again, but a database that keeps
+ * failing (a 2 s lock wait per try, a connect timeout) holds the run
+ * about this much past its --wait, not a dozen tries longer. */
+#define RETRY_GRACE_MS 2000
 /* Attempts that follow a wait ending within SPIN_MS and find no room: a
  * few are a race lost, more a spin, paced from 5 ms up to 500 ms. */
 #define SPIN_MS    5
@@ -311,10 +316,18 @@ static enum tx adopt(struct lr_request *lk)
 	return r;
 }
 
+/* Whether the wait, and the grace after it, are over. */
+static bool past_wait(const struct lr_request *lk)
+{
+	uint64_t now = lr_request_now_ms();
+
+	return now >= lk->wait_until && now - lk->wait_until >= RETRY_GRACE_MS;
+}
+
 /* One attempt, tried again on deadlocks, lock wait timeouts, certification
- * failures and dropped connections (bounded, jittered backoff); an unknown
- * outcome is settled first. Round trips: one CALL per try, plus named locks
- * and settlements. */
+ * failures and dropped connections (bounded, jittered backoff, and no
+ * longer than RETRY_GRACE_MS past the wait); an unknown outcome is settled
+ * first. Round trips: one CALL per try, plus named locks and settlements. */
 static enum tx attempt(struct lr_request *lk, bool may_enqueue)
 {
 	enum tx r = TX_RETRY;
@@ -351,6 +364,8 @@ static enum tx attempt(struct lr_request *lk, bool may_enqueue)
 			if (i == 0 && lr_db_connected(lk->db))
 				continue; /* a first deadlock: straight again */
 		}
+		if (past_wait(lk))
+			break;
 		lr_log_debug("retrying: %s", lk->err);
 		lr_request_nap(lk, lr_request_jitter(backoff));
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
@@ -396,6 +411,17 @@ static enum lr_acquire result_of(struct lr_request *lk, enum tx r)
 		a = lr_request_canceled(lk) ? LR_ACQ_CANCELED
 		    : lk->server_full       ? LR_ACQ_FULL
 		                            : LR_ACQ_ERROR;
+		/* Transient errors until the wait ran out: say that it did,
+		 * with the last of them, not only the error. */
+		if (a == LR_ACQ_ERROR && r == TX_RETRY) {
+			char last[sizeof(lk->err)];
+
+			snprintf(last, sizeof(last), "%s", lk->err);
+			snprintf(lk->err, sizeof(lk->err),
+			         "not acquired: the database was still failing when the wait ran "
+			         "out: %.900s",
+			         last);
+		}
 		break;
 	}
 	/* Stopped or failed with an acquire's answer lost: it may have
@@ -438,7 +464,9 @@ enum lr_acquire lr_lock_acquire(struct lr_request *lk, double wait_s)
 		uint64_t t;
 
 		r = attempt(lk, !last);
-		if (r != TX_BUSY && !(r == TX_RETRY && !last))
+		/* Failing still at the deadline: attempt tried up to the
+		 * grace already; no last attempt after it. */
+		if (r != TX_BUSY && !(r == TX_RETRY && lr_request_now_ms() < deadline))
 			break;
 		if (lr_request_canceled(lk)) {
 			r = TX_FAIL;

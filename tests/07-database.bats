@@ -59,6 +59,25 @@ ms_since() {
 	((ms < 30000)) || fail "released after $ms ms"
 }
 
+@test "a database that keeps failing until the wait runs out: exit 69 soon after it, saying so" {
+	ctl set lwt 1
+	# Every acquire meets the locked resource row: a 2 s lock wait, then
+	# 1205, again and again. A dozen such tries would take 25 s or more.
+	lock_rows 12 lr_resources "name = 'lwt'"
+	local t0=$EPOCHREALTIME ms
+	run "$LOCKRUN" -w 3 -s lwt -- echo child-ran
+	ms=$(ms_since "$t0")
+	assert_equal "$status" 69
+	refute_output --partial child-ran
+	assert_output --regexp "^lockrun: not acquired: the database was still failing when the wait ran out: .*\(1205\)$"
+	# The wait (3 s), the grace (2 s) and the try under way (2 s).
+	((ms < 9000)) || fail "gave up after $ms ms"
+	wait "$locker"
+	assert_equal "$(holds)" 0
+	assert_equal "$(waiters)" 0
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants")" 0
+}
+
 @test "lockrunctl set retries a lock wait timeout on the resource row" {
 	ctl set capset 2
 	old_lwt=$(sql "SELECT @@GLOBAL.innodb_lock_wait_timeout")
