@@ -31,10 +31,21 @@ struct finding {
 };
 
 /* The server variables doctor reads, all in one statement. */
-enum { V_VERSION, V_COMMENT, V_READ_ONLY, V_SUPER_RO, V_WAIT, V_TZ, V_SYS_TZ, V_WSREP, NVARS };
-static const char *const var_names[NVARS] = {"version",          "version_comment", "read_only",
-                                             "super_read_only",  "wait_timeout",    "time_zone",
-                                             "system_time_zone", "wsrep_on"};
+enum {
+	V_VERSION,
+	V_COMMENT,
+	V_READ_ONLY,
+	V_SUPER_RO,
+	V_WAIT,
+	V_TZ,
+	V_SYS_TZ,
+	V_WSREP,
+	V_LWT,
+	NVARS
+};
+static const char *const var_names[NVARS] = {
+    "version",   "version_comment",  "read_only", "super_read_only",         "wait_timeout",
+    "time_zone", "system_time_zone", "wsrep_on",  "innodb_lock_wait_timeout"};
 
 struct doctor {
 	lr_db *db;
@@ -82,7 +93,8 @@ static bool read_vars(struct doctor *d)
 	/* Global values: what a new session of lockrun starts with. */
 	if (!lr_db_query(d->db, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', "
 	                        "'version_comment', 'read_only', 'super_read_only', "
-	                        "'wait_timeout', 'time_zone', 'system_time_zone', 'wsrep_on')"))
+	                        "'wait_timeout', 'time_zone', 'system_time_zone', 'wsrep_on', "
+	                        "'innodb_lock_wait_timeout')"))
 		return false;
 	while ((row = lr_db_fetch(d->db)))
 		for (int i = 0; i < NVARS; i++)
@@ -110,14 +122,24 @@ static void check_server(struct doctor *d)
 		    d->var[V_COMMENT] ? d->var[V_COMMENT] : "?");
 }
 
+/* The longest innodb_lock_wait_timeout doctor accepts on a Galera node. */
+#define GALERA_LWT_MAX 10
+
 /* Galera: the table locks are safe (every grant writes the rows it
  * decides on, and certification aborts all but one writer); GET_LOCK is
- * local to a node, so --named is refused there. */
+ * local to a node, so --named is refused there. Contended lock rows meet
+ * a flaw of the server: an applier that needs a row a local COMMIT holds,
+ * while flow control keeps that COMMIT from replicating, waits for its
+ * lock wait timeout, and the whole cluster with it (doc/production.md,
+ * "Galera"). lockrun's routines set 2 s for their own sessions; the
+ * appliers take the global value when they start, so it must be short in
+ * the server's configuration. */
 static void check_galera(struct doctor *d)
 {
 	MYSQL_ROW row;
 	char size[32] = "?", state[64] = "?";
 	bool ready = false;
+	double lwt;
 
 	if (!on(d->var[V_WSREP])) {
 		say(d, "galera", SEV_OK, "not a Galera node: --named locks (GET_LOCK) are usable");
@@ -146,6 +168,19 @@ static void check_galera(struct doctor *d)
 		    "Galera node (state %s, cluster size %s): locks are safe across the "
 		    "cluster; --named locks are node-local, so lockrun refuses them here",
 		    state, size);
+	lwt = d->var[V_LWT] ? strtod(d->var[V_LWT], NULL) : 0;
+	if (lwt > GALERA_LWT_MAX)
+		say(d, "galera", SEV_WARN,
+		    "innodb_lock_wait_timeout is %.0f s: under contention a node's applier can "
+		    "wait that long for a local COMMIT that flow control holds back, and the whole "
+		    "cluster stalls meanwhile; set it to 5 in every node's server configuration "
+		    "(the appliers read it when they start; see doc/production.md, Galera)",
+		    lwt);
+	else
+		say(d, "galera", SEV_OK,
+		    "innodb_lock_wait_timeout %.0f s: bounds how long an applier waits for a "
+		    "held-back COMMIT",
+		    lwt);
 }
 
 /*

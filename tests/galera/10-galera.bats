@@ -656,3 +656,16 @@ teardown() {
 	# The cluster is one server: one epoch, named after the cluster.
 	assert_equal "$(gsql 2 "SELECT COUNT(*), MIN(server) LIKE 'galera:%', MAX(quarantine_until) <= UTC_TIMESTAMP(6) FROM lr_epochs")" "$(printf '1\t1\t1')"
 }
+
+@test "doctor on a Galera node: a 5 s lock wait timeout passes, the default 50 s is warned about" {
+	run "$LOCKRUNCTL" -c "$LR_GALERA/node1.conf" doctor
+	assert_success
+	assert_line --regexp '^ok +galera +Galera node \(state Synced, cluster size 3\)'
+	assert_line --regexp '^ok +galera +innodb_lock_wait_timeout 5 s: bounds how long'
+	gsql 1 "SET GLOBAL innodb_lock_wait_timeout = 50"
+	run "$LOCKRUNCTL" -c "$LR_GALERA/node1.conf" doctor
+	gsql 1 "SET GLOBAL innodb_lock_wait_timeout = 5"
+	assert_success
+	assert_line --regexp '^WARN +galera +innodb_lock_wait_timeout is 50 s: under contention a'
+	assert_line --regexp '^no problems, [1-9][0-9]* warnings?$'
+}
