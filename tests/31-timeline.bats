@@ -115,3 +115,37 @@ fact() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' <<<"$facts"; 
 	run -64 c timeline --json
 	assert_output --partial "option '--json' does not apply to 'timeline'"
 }
+
+@test "more than 20000 grants in the window: the first 20000 by resource name are drawn, and the cut is said" {
+	# 20000 grants of tl-cut-a, 10 ms apart, then 5 of tl-cut-b: written
+	# by hand (runs would take minutes), within the last 5 minutes.
+	sql "INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms,
+			requested_at, acquired_at, ended_at, end_reason, exit_status)
+		SELECT MD5(CONCAT('tl-cut', seq)), 'cut', seq, 'u', 'u@h', 'true', 30000,
+			UTC_TIMESTAMP(6) - INTERVAL (250000 - seq * 10) * 1000 MICROSECOND,
+			UTC_TIMESTAMP(6) - INTERVAL (250000 - seq * 10) * 1000 MICROSECOND,
+			UTC_TIMESTAMP(6) - INTERVAL (250000 - seq * 10 - 5) * 1000 MICROSECOND,
+			'exited', 0
+		  FROM seq_1_to_20005;
+		INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
+		SELECT id, IF(pid <= 20000, 'tl-cut-a', 'tl-cut-b'), 'mutex', 1, pid
+		  FROM lr_grants WHERE host = 'cut'"
+	run c timeline tl-cut-b tl-cut-a --since 10m
+	assert_success
+	echo "$output"
+	assert_line --index 1 --regexp '^ tl-cut-a +\|[ #]{60}\|$'
+	refute_line --partial tl-cut-b
+	assert_line "cut at 20000 grants, the first by resource name: name fewer resources"
+	run c timeline tl-cut-b tl-cut-a --since 10m -o "$BATS_TEST_TMPDIR/cut.svg"
+	assert_success
+	run grep -c '<rect class="hold"' "$BATS_TEST_TMPDIR/cut.svg"
+	assert_output 20000
+	run grep -o 'lockrun timeline: [^<]*' "$BATS_TEST_TMPDIR/cut.svg"
+	assert_output --regexp ', 20000 grants \(cut: the first by resource name; name fewer resources\)$'
+	# Named alone, tl-cut-b is drawn whole.
+	run c timeline tl-cut-b --since 10m
+	assert_success
+	assert_line --index 1 --regexp '^ tl-cut-b +\|[ #]{60}\|$'
+	refute_line --partial "cut at"
+	sql "DELETE i, g FROM lr_grant_items i JOIN lr_grants g ON g.id = i.grant_id WHERE g.host = 'cut'"
+}
