@@ -360,6 +360,21 @@ static bool is_lock_id(const char *tok, size_t len)
 	return colons == 2 && len >= 5;
 }
 
+/* The first token of p that is a lock id, and its length in *len; NULL if
+ * none. Every other field of these lines (OFDLCK, ADVISORY, WRITE, -1, 0,
+ * EOF, the pid) is not one. */
+static const char *next_lock_id(const char *p, size_t *len)
+{
+	while (*p) {
+		p += strspn(p, " \t\n");
+		*len = strcspn(p, " \t\n");
+		if (*len && is_lock_id(p, *len))
+			return p;
+		p += *len;
+	}
+	return NULL;
+}
+
 /*
  * Counts, in the text of /proc/locks read from f, the requests blocked on
  * the file whose lock id ("MAJ:MIN:INODE") is id. A blocked request's line
@@ -376,23 +391,16 @@ unsigned lr_prequeue_count_blocked(FILE *f, const char *id)
 
 	while (getline(&line, &cap, f) > 0) {
 		const char *p = strchr(line, ':');
+		size_t len;
 		if (!p)
 			continue;
 		p += 1 + strspn(p + 1, " ");
 		if (strncmp(p, "-> ", 3) != 0)
 			continue;
-		/* The id is the 6th field after "->": OFDLCK ADVISORY WRITE
-		 * -1 MAJ:MIN:INODE; compare whole tokens only. */
-		for (p += 3; *p;) {
-			size_t len;
-			p += strspn(p, " \t\n");
-			len = strcspn(p, " \t\n");
-			if (len == idlen && strncmp(p, id, len) == 0 && is_lock_id(p, len)) {
-				n++;
-				break;
-			}
-			p += len;
-		}
+		/* After "->": OFDLCK ADVISORY WRITE -1 MAJ:MIN:INODE ... */
+		p = next_lock_id(p + 3, &len);
+		if (p && len == idlen && strncmp(p, id, len) == 0)
+			n++;
 	}
 	free(line);
 	return n;
@@ -414,19 +422,14 @@ static void lock_id(lr_prequeue *pq)
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		const char *p = line;
+		const char *p;
+		size_t len;
 		if (strncmp(line, "lock:", 5) != 0)
 			continue;
-		while (*p) {
-			size_t len;
-			p += strspn(p, " \t\n");
-			len = strcspn(p, " \t\n");
-			if (is_lock_id(p, len) && len < sizeof(pq->lock_id)) {
-				memcpy(pq->lock_id, p, len);
-				pq->lock_id[len] = '\0';
-				break;
-			}
-			p += len;
+		p = next_lock_id(line + 5, &len);
+		if (p && len < sizeof(pq->lock_id)) {
+			memcpy(pq->lock_id, p, len);
+			pq->lock_id[len] = '\0';
 		}
 		break;
 	}
