@@ -919,16 +919,26 @@ const char *lr_db_server(const lr_db *db)
 	return db->server;
 }
 
-/* Errors after which the whole transaction is retried: it was rolled back
- * (deadlock, Galera certification, an error at commit), or only the
- * statement was and we roll back ourselves (lock wait timeout), or the
- * node is not ready. */
+/* Errors of a transaction that lost a conflict with another one: a
+ * deadlock (1213), a lock wait timeout (1205: only the statement was
+ * undone, so the caller rolls back), or, under snapshot isolation
+ * (innodb_snapshot_isolation, on by default from MariaDB 11.6), a row
+ * that another transaction changed after this one's snapshot read it
+ * (1020). Each is settled by ROLLBACK and the whole transaction again,
+ * which reads everything afresh. */
+bool lr_db_error_is_conflict(unsigned err)
+{
+	return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT || err == ER_CHECKREAD;
+}
+
+/* Errors after which the whole transaction is retried: it lost a
+ * conflict (above), or was rolled back (Galera certification, an error
+ * at commit), or the node is not ready. */
 bool lr_db_error_is_retryable(unsigned err)
 {
-	return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT ||
-	       err == ER_ERROR_DURING_COMMIT || err == ER_XA_RBDEADLOCK ||
-	       err == ER_UNKNOWN_COM_ERROR || err == ER_QUERY_INTERRUPTED ||
-	       lr_db_error_is_connection(err);
+	return lr_db_error_is_conflict(err) || err == ER_ERROR_DURING_COMMIT ||
+	       err == ER_XA_RBDEADLOCK || err == ER_UNKNOWN_COM_ERROR ||
+	       err == ER_QUERY_INTERRUPTED || lr_db_error_is_connection(err);
 }
 
 /*

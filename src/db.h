@@ -81,6 +81,7 @@ void lr_db_set_probe(lr_db *db, bool on);
 unsigned lr_db_errno(const lr_db *db);
 const char *lr_db_error(const lr_db *db);
 const char *lr_db_server(const lr_db *db);
+bool lr_db_error_is_conflict(unsigned err);
 bool lr_db_error_is_retryable(unsigned err);
 bool lr_db_error_is_connection(unsigned err);
 bool lr_db_error_is_busy(unsigned err);

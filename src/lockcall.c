@@ -590,12 +590,12 @@ enum lr_call lr_call_sleep(struct lr_request *lk, lr_db *db, unsigned ms, bool *
 	lk->sleeps++;
 	r = call_row(lk, db, &sb, &c, &row);
 	/* A ring that lands outside SLEEP() interrupts the CALL instead. A
-	 * deadlock (or lock wait timeout) of its registration means a
-	 * release was changing our places at that moment, most likely
-	 * handing us the lock: attempt now, not after a failed bell's nap. */
+	 * lost conflict of its registration (deadlock, lock wait timeout,
+	 * 1020) means a release was changing our places at that moment,
+	 * most likely handing us the lock: attempt now, not after a failed
+	 * bell's nap. */
 	if (r != LR_CALL_OK &&
-	    (lr_db_errno(db) == ER_QUERY_INTERRUPTED || lr_db_errno(db) == ER_LOCK_DEADLOCK ||
-	     lr_db_errno(db) == ER_LOCK_WAIT_TIMEOUT)) {
+	    (lr_db_errno(db) == ER_QUERY_INTERRUPTED || lr_db_error_is_conflict(lr_db_errno(db)))) {
 		*woken = true;
 		r = LR_CALL_OK;
 		goto out;

@@ -11,7 +11,7 @@
  * will once we say ROLLBACK (1205 undoes only the statement). */
 static bool again(unsigned e)
 {
-	return e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_ERROR_DURING_COMMIT;
+	return lr_db_error_is_conflict(e) || e == ER_ERROR_DURING_COMMIT;
 }
 
 /* A pause before the next attempt, growing, so two sweeps that keep

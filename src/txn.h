@@ -1,9 +1,9 @@
 /*
  * lockrunctl's transactions: a function that runs inside START
  * TRANSACTION ... COMMIT, run again whole when the server rolled it back
- * (deadlock 1213, lock wait timeout 1205, Galera's certification failure
- * at COMMIT). The function must read everything it decides on inside the
- * transaction, so a second run decides afresh.
+ * (a lost conflict: deadlock 1213, lock wait timeout 1205, snapshot
+ * isolation's 1020; Galera's certification failure at COMMIT). The function must read everything it
+ * decides on inside the transaction, so a second run decides afresh.
  *
  * May use: db.
  */
