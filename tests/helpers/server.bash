@@ -30,11 +30,29 @@ LR_BUILD_PACKAGES=(
 	libmariadb-dev libssl-dev libuv1-dev libinih-dev scdoc
 	mariadb-server mariadb-client openssl
 )
+# The sanitizer runtime is packaged per clang version (libclang-rt-N-dev)
+# and is not installed with clang under --no-install-recommends: name the
+# one of this release's default clang, from its package's dependency when
+# apt knows it, else from the Debian release (12: clang 14, 13: clang 19).
+_lr_clang_rt() {
+	local v release=
+	v=$(apt-cache depends clang 2>/dev/null |
+		sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -n 1)
+	if [[ -z $v && -r /etc/os-release ]]; then
+		release=$(. /etc/os-release && echo "${VERSION_ID:-}")
+		case $release in
+		12) v=14 ;;
+		13) v=19 ;;
+		esac
+	fi
+	[[ -n $v ]] && echo "libclang-rt-$v-dev"
+}
+_LR_CLANG_RT=$(_lr_clang_rt)
 # shellcheck disable=SC2034 # used by tests/run
 LR_TEST_PACKAGES=(
 	"${LR_BUILD_PACKAGES[@]}"
 	bats bats-assert bats-support galera-4 rsync iproute2 python3-yaml
-	clang libclang-rt-14-dev socat python3-pymysql chromium shellcheck
+	clang ${_LR_CLANG_RT:+"$_LR_CLANG_RT"} socat python3-pymysql chromium shellcheck
 )
 
 _lr_say() { printf 'lockrun-test: %s\n' "$*" >&2; }
