@@ -57,6 +57,18 @@ LR_TEST_PACKAGES=(
 
 _lr_say() { printf 'lockrun-test: %s\n' "$*" >&2; }
 
+# The server's own programs (mariadbd, mariadb-install-db) and the mysql
+# user it runs as come from LR_SERVER_ROOT when that is set: another
+# Debian release's root file system whose /tmp is ours (serverroot.bash).
+# Everything else, clients included, is this machine's.
+_lr_in_root() {
+	if [[ -n ${LR_SERVER_ROOT:-} ]]; then
+		chroot "$LR_SERVER_ROOT" "$@"
+	else
+		"$@"
+	fi
+}
+
 _lr_is_root() { [[ $EUID -eq 0 ]]; }
 
 # The MariaDB account that unix_socket authentication maps us to.
@@ -107,7 +119,7 @@ lr_tls_make() {
 	chmod 600 "$dir"/*-key.pem
 	# mariadbd runs as mysql and must read its key; nobody else needs to.
 	if _lr_is_root; then
-		chgrp mysql "$dir/server-key.pem" && chmod 640 "$dir/server-key.pem"
+		_lr_in_root chgrp mysql "$dir/server-key.pem" && chmod 640 "$dir/server-key.pem"
 	fi
 }
 
@@ -158,14 +170,14 @@ lr_server_init() {
 	local -a who=()
 	if _lr_is_root; then
 		who=(--user=mysql)
-		chown mysql: "$inst"
-		if ! runuser -u mysql -- test -w "$inst"; then
+		_lr_in_root chown mysql: "$inst"
+		if ! _lr_in_root runuser -u mysql -- test -w "$inst"; then
 			_lr_say "the mysql user cannot write $inst (a parent directory is not" \
 				"searchable by it); use an instance dir under /tmp"
 			return 1
 		fi
 	fi
-	if ! mariadb-install-db --no-defaults --datadir="$inst/data" "${who[@]}" \
+	if ! _lr_in_root mariadb-install-db --no-defaults --datadir="$inst/data" "${who[@]}" \
 		--auth-root-authentication-method=socket --skip-test-db \
 		"$@" >"$inst/install-db.log" 2>&1; then
 		_lr_say "mariadb-install-db failed for $inst:"
@@ -229,6 +241,8 @@ _lr_bytes() {
 _lr_server_spawn() {
 	local inst=$1 port pid i
 	local -a extra=() cmd=(mariadbd --no-defaults)
+	# chroot execs the server: the pid stays the server's.
+	[[ -n ${LR_SERVER_ROOT:-} ]] && cmd=(chroot "$LR_SERVER_ROOT" "${cmd[@]}")
 	port=$(<"$inst/server.port")
 	if (($(_lr_bytes "$inst/mysqld.sock") >= 108)); then
 		_lr_say "socket path $inst/mysqld.sock is too long (limit: 107 bytes);" \
