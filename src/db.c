@@ -36,8 +36,23 @@ struct lr_db {
 
 	MYSQL *ret_conn;
 	int ret_int;
+	my_bool ret_bool;
 	MYSQL_RES *ret_res;
 	MYSQL_RES *res;
+
+	/* Prepared CALLs of this connection (lr_db_call), by their text, and
+	 * the answer of the last one, held as strings. */
+	struct stmt_slot {
+		const char *sql; /* the caller's string, compared by content */
+		MYSQL_STMT *st;
+	} stmts[LR_DB_STMTS];
+	MYSQL_STMT *cur; /* the statement being run, for the cont_ functions */
+	struct rows {
+		char **cells; /* nrows * ncols, row by row; NULL is SQL NULL */
+		char **names; /* ncols column names */
+		size_t nrows, ncols, next;
+	} rows;
+	bool quiet; /* this connection's statements are kept out of the slow log */
 
 	const volatile bool *cancel;
 	unsigned op_timeout_ms;
@@ -55,6 +70,9 @@ struct lr_db {
 };
 
 typedef int (*cont_fn)(lr_db *db, int status);
+
+static void free_rows(struct rows *r);
+static void close_stmts(lr_db *db);
 
 static void free_handle(uv_handle_t *h)
 {
@@ -338,6 +356,26 @@ static int cont_close(lr_db *db, int st)
 	return mysql_close_cont(db->m, st);
 }
 
+static int cont_prepare(lr_db *db, int st)
+{
+	return mysql_stmt_prepare_cont(&db->ret_int, db->cur, st);
+}
+
+static int cont_execute(lr_db *db, int st)
+{
+	return mysql_stmt_execute_cont(&db->ret_int, db->cur, st);
+}
+
+static int cont_stmt_store(lr_db *db, int st)
+{
+	return mysql_stmt_store_result_cont(&db->ret_int, db->cur, st);
+}
+
+static int cont_stmt_next(lr_db *db, int st)
+{
+	return mysql_stmt_next_result_cont(&db->ret_int, db->cur, st);
+}
+
 /* Why an operation ended, in our terms: a deadline or a cancel overrides
  * whatever the connector made of the shut-down socket. */
 static void take_error(lr_db *db, const char *what, unsigned timeout_ms)
@@ -363,6 +401,7 @@ static void free_result(lr_db *db)
 		mysql_free_result(db->res);
 		db->res = NULL;
 	}
+	free_rows(&db->rows);
 }
 
 /* Closes the connection. A healthy one says goodbye without blocking; a
@@ -382,6 +421,8 @@ void lr_db_disconnect(lr_db *db)
 			mysql_close(db->m);
 		}
 		db->m = NULL;
+		close_stmts(db);
+		db->quiet = false;
 	}
 	drop_poll(db);
 }
@@ -791,6 +832,283 @@ bool lr_db_queryf(lr_db *db, const char *fmt, ...)
 	return ok;
 }
 
+static void free_rows(struct rows *r)
+{
+	if (r->cells)
+		for (size_t i = 0; i < r->nrows * r->ncols; i++)
+			free(r->cells[i]);
+	if (r->names)
+		for (size_t i = 0; i < r->ncols; i++)
+			free(r->names[i]);
+	free(r->cells);
+	free(r->names);
+	*r = (struct rows){0};
+}
+
+/* Frees the connection's prepared statements, after mysql_close(): it
+ * detached them, so this is local work (the server dropped them with the
+ * session). */
+static void close_stmts(lr_db *db)
+{
+	for (size_t i = 0; i < LR_DB_STMTS; i++) {
+		if (db->stmts[i].st)
+			mysql_stmt_close(db->stmts[i].st);
+		db->stmts[i] = (struct stmt_slot){0};
+	}
+	db->cur = NULL;
+}
+
+/* The error of statement st, in our terms (see take_error). */
+static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigned timeout_ms)
+{
+	if (db->expired || db->aborting || mysql_stmt_errno(st) == 0)
+		take_error(db, what, timeout_ms);
+	else
+		set_error(db, mysql_stmt_errno(st), "%s: %s (%u)", db->server, mysql_stmt_error(st),
+		          mysql_stmt_errno(st));
+}
+
+/*
+ * Keeps this connection's statements out of the slow query log, once per
+ * connection. A prepared statement's parameters never travel in its text,
+ * but the server writes them into it (and so into what SHOW PROCESSLIST
+ * shows every session of the same account) whenever the statement may be
+ * logged: always with the general log on, and with the slow log on for the
+ * session. The variable is log_slow_query from MariaDB 10.11, sql_log_slow
+ * before. One round trip.
+ */
+static bool quiet_session(lr_db *db)
+{
+	if (db->quiet)
+		return true;
+	if (!lr_db_query(db, mysql_get_server_version(db->m) >= 101100
+	                         ? "SET SESSION log_slow_query = 0"
+	                         : "SET SESSION sql_log_slow = 0"))
+		return false;
+	db->quiet = true;
+	return true;
+}
+
+/* The prepared statement of sql on this connection, prepared on first
+ * use (one round trip), or NULL with the error set. */
+static MYSQL_STMT *prepared(lr_db *db, const char *sql, unsigned timeout_ms)
+{
+	struct stmt_slot *free_slot = NULL;
+	MYSQL_STMT *st;
+	int status;
+
+	for (size_t i = 0; i < LR_DB_STMTS; i++) {
+		if (db->stmts[i].st && strcmp(db->stmts[i].sql, sql) == 0)
+			return db->stmts[i].st;
+		if (!db->stmts[i].st && !free_slot)
+			free_slot = &db->stmts[i];
+	}
+	if (!free_slot) { /* full: the oldest goes */
+		mysql_stmt_close(db->stmts[0].st);
+		memmove(&db->stmts[0], &db->stmts[1], sizeof(db->stmts[0]) * (LR_DB_STMTS - 1));
+		free_slot = &db->stmts[LR_DB_STMTS - 1];
+		*free_slot = (struct stmt_slot){0};
+	}
+	if (!(st = mysql_stmt_init(db->m))) {
+		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
+		return NULL;
+	}
+	db->cur = st;
+	status = mysql_stmt_prepare_start(&db->ret_int, st, sql, strlen(sql));
+	if (status)
+		drive(db, status, cont_prepare, timeout_ms);
+	if (db->ret_int != 0 || db->aborting) {
+		take_stmt_error(db, st, "prepare", timeout_ms);
+		mysql_stmt_close(st);
+		return NULL;
+	}
+	free_slot->sql = sql;
+	free_slot->st = st;
+	return st;
+}
+
+/* Copies the stored result set of st into db->rows, every value as a
+ * string (the connector converts numbers and times). Local work only:
+ * the rows arrived with the result. */
+static bool keep_rows(lr_db *db, MYSQL_STMT *st)
+{
+	MYSQL_RES *meta = mysql_stmt_result_metadata(st);
+	MYSQL_FIELD *f;
+	MYSQL_BIND *b = NULL;
+	unsigned long *len = NULL;
+	my_bool *null = NULL;
+	char **cells;
+	size_t n = 0, cap = 0;
+	bool ok = false;
+	int r;
+
+	if (!meta)
+		goto out;
+	n = mysql_num_fields(meta);
+	f = mysql_fetch_fields(meta);
+	db->rows.ncols = n;
+	if (!(db->rows.names = calloc(n ? n : 1, sizeof(char *))) ||
+	    !(b = calloc(n ? n : 1, sizeof(*b))) || !(len = calloc(n ? n : 1, sizeof(*len))) ||
+	    !(null = calloc(n ? n : 1, sizeof(*null))))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (!(db->rows.names[i] = strdup(f[i].name)))
+			goto out;
+		b[i].buffer_type = MYSQL_TYPE_STRING;
+		b[i].buffer_length = 256;
+		if (!(b[i].buffer = malloc(b[i].buffer_length)))
+			goto out;
+		b[i].length = &len[i];
+		b[i].is_null = &null[i];
+	}
+	if (mysql_stmt_bind_result(st, b))
+		goto out;
+	while ((r = mysql_stmt_fetch(st)) == 0 || r == MYSQL_DATA_TRUNCATED) {
+		if (db->rows.nrows == cap) {
+			cap = cap ? 2 * cap : 4;
+			if (!(cells = realloc(db->rows.cells, cap * (n ? n : 1) * sizeof(char *))))
+				goto out;
+			db->rows.cells = cells;
+		}
+		cells = &db->rows.cells[db->rows.nrows * n];
+		for (size_t i = 0; i < n; i++)
+			cells[i] = NULL;
+		db->rows.nrows++;
+		for (size_t i = 0; i < n; i++) {
+			if (null[i])
+				continue;
+			if (!(cells[i] = malloc(len[i] + 1)))
+				goto out;
+			if (len[i] < b[i].buffer_length) {
+				memcpy(cells[i], b[i].buffer, len[i]);
+			} else {
+				/* Longer than the fetch buffer: the whole value again,
+				 * straight into its cell. */
+				MYSQL_BIND whole = b[i];
+				whole.buffer = cells[i];
+				whole.buffer_length = len[i] + 1;
+				if (mysql_stmt_fetch_column(st, &whole, (unsigned)i, 0))
+					goto out;
+			}
+			cells[i][len[i]] = '\0';
+		}
+	}
+	if (r != MYSQL_NO_DATA)
+		goto out;
+	if (!db->rows.cells && !(db->rows.cells = calloc(1, sizeof(char *))))
+		goto out;
+	ok = true;
+out:
+	if (b)
+		for (size_t i = 0; i < n; i++)
+			free(b[i].buffer);
+	free(b);
+	free(len);
+	free(null);
+	if (meta)
+		mysql_free_result(meta);
+	if (!ok) {
+		free_rows(&db->rows);
+		set_error(db, CR_OUT_OF_MEMORY, "%s: could not read the answer", db->server);
+	}
+	return ok;
+}
+
+/*
+ * Runs sql, a statement with a '?' for each of params (strings; NULL is
+ * SQL NULL), as a prepared statement: the values travel apart from the
+ * text, so other sessions of the same account, which can read every
+ * statement's text in the process list, see only the '?' (quiet_session
+ * says when the server would write them in). The first result set is the
+ * answer (lr_db_fetch, lr_db_column), the rest of the reply is read and
+ * dropped, as lr_db_query does. Costs one round trip plus the result,
+ * and one more the first time a connection runs sql (the prepare) and
+ * once per connection (quiet_session).
+ */
+bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned nparams)
+{
+	unsigned timeout_ms = db->op_timeout_ms ? db->op_timeout_ms : db->p->read_timeout * 1000;
+	MYSQL_BIND b[LR_DB_PARAMS];
+	unsigned long len[LR_DB_PARAMS];
+	MYSQL_STMT *st = NULL;
+	my_bool yes = 1;
+	int status;
+
+	free_result(db);
+	if (!db->m) {
+		set_error(db, LR_DB_ENOTCONN, "not connected");
+		return false;
+	}
+	if (nparams > LR_DB_PARAMS) {
+		set_error(db, CR_UNKNOWN_ERROR, "%s: too many parameters", db->server);
+		return false;
+	}
+	if (!quiet_session(db))
+		return false;
+	lr_log_debug("%s: %s", db->server, sql);
+	db->expired = db->aborting = false;
+	if (!(st = prepared(db, sql, timeout_ms)))
+		goto fail;
+	memset(b, 0, sizeof(b));
+	for (unsigned i = 0; i < nparams; i++) {
+		if (!params[i]) {
+			b[i].buffer_type = MYSQL_TYPE_NULL;
+			continue;
+		}
+		len[i] = (unsigned long)strlen(params[i]);
+		b[i].buffer_type = MYSQL_TYPE_STRING;
+		b[i].buffer = (void *)params[i];
+		b[i].buffer_length = len[i];
+		b[i].length = &len[i];
+	}
+	db->cur = st;
+	if (mysql_stmt_bind_param(st, b)) {
+		take_stmt_error(db, st, "call", timeout_ms);
+		goto fail;
+	}
+	status = mysql_stmt_execute_start(&db->ret_int, st);
+	if (status)
+		drive(db, status, cont_execute, timeout_ms);
+	if (db->ret_int != 0 || db->aborting)
+		goto stmt_fail;
+	/* Each result set: the first kept, the others stored and dropped;
+	 * the last part of a CALL's reply is its status, without fields. */
+	for (bool first = true;; first = false) {
+		if (mysql_stmt_field_count(st) > 0) {
+			mysql_stmt_attr_set(st, STMT_ATTR_UPDATE_MAX_LENGTH, &yes);
+			status = mysql_stmt_store_result_start(&db->ret_int, st);
+			if (status)
+				drive(db, status, cont_stmt_store, timeout_ms);
+			if (db->ret_int != 0 || db->aborting)
+				goto stmt_fail;
+			if (first && !db->rows.cells && !keep_rows(db, st))
+				goto fail;
+			mysql_stmt_free_result(st);
+		}
+		if (!mysql_stmt_more_results(st))
+			break;
+		status = mysql_stmt_next_result_start(&db->ret_int, st);
+		if (status)
+			drive(db, status, cont_stmt_next, timeout_ms);
+		if (db->ret_int > 0 || db->aborting)
+			goto stmt_fail;
+		if (db->ret_int < 0)
+			break;
+	}
+	db->err = 0;
+	watch_idle(db);
+	return true;
+stmt_fail:
+	take_stmt_error(db, st, "call", timeout_ms);
+fail:
+	free_result(db);
+	if (lr_db_error_is_connection(db->err)) {
+		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
+		lr_db_disconnect(db);
+	}
+	return false;
+}
+
 /* For a caller that reports on the server itself (lockrunctl doctor):
  * keep a connection to any server, however old or whatever it is, rather
  * than refuse it as unsupported. */
@@ -816,11 +1134,17 @@ bool lr_db_supported(const lr_db *db)
 
 MYSQL_ROW lr_db_fetch(lr_db *db)
 {
+	if (db->rows.cells)
+		return db->rows.next < db->rows.nrows
+		           ? &db->rows.cells[db->rows.ncols * db->rows.next++]
+		           : NULL;
 	return db->res ? mysql_fetch_row(db->res) : NULL;
 }
 
 uint64_t lr_db_num_rows(const lr_db *db)
 {
+	if (db->rows.cells)
+		return db->rows.nrows;
 	return db->res ? mysql_num_rows(db->res) : 0;
 }
 
@@ -837,6 +1161,12 @@ int lr_db_column(const lr_db *db, const char *name)
 	unsigned n;
 	MYSQL_FIELD *f;
 
+	if (db->rows.cells) {
+		for (size_t i = 0; i < db->rows.ncols; i++)
+			if (strcmp(db->rows.names[i], name) == 0)
+				return (int)i;
+		return -1;
+	}
 	if (!db->res)
 		return -1;
 	n = mysql_num_fields(db->res);

@@ -51,6 +51,11 @@ enum {
 
 typedef struct lr_db lr_db;
 
+/* How many distinct statements lr_db_call keeps prepared per connection,
+ * and the most parameters one may have. */
+#define LR_DB_STMTS  12
+#define LR_DB_PARAMS 16
+
 lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params);
 lr_db *lr_db_create_sibling(const lr_db *db);
 void lr_db_destroy(lr_db *db);
@@ -64,6 +69,7 @@ unsigned lr_db_generation(const lr_db *db);
  * (procedures return their counts in rows, not as affected rows). */
 bool lr_db_query(lr_db *db, const char *sql);
 bool lr_db_queryf(lr_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned nparams);
 void lr_db_allow_any_server(lr_db *db);
 const char *lr_db_server_info(const lr_db *db);
 bool lr_db_supported(const lr_db *db);
