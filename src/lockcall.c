@@ -36,40 +36,71 @@ static const char *api_kind(enum lr_kind k)
 	}
 }
 
-/* 'kind:name[:count],...': every table item, quoted. Names are checked by
+/*
+ * A CALL as lockrun sends it: constant text with a '?' for every argument,
+ * and the arguments apart (lr_db_call). The ids are the request's secrets
+ * and the command is the user's; as parameters they never appear in the
+ * statement text that other sessions of the same account can read in the
+ * process list. Numbers are formatted into num[], the items into items.
+ */
+struct stmt {
+	const char *sql;
+	const char *param[LR_DB_PARAMS];
+	char num[LR_DB_PARAMS][24];
+	unsigned n;
+	struct lr_sb items;
+};
+
+static void stmt_init(struct stmt *st, const char *sql)
+{
+	st->sql = sql;
+	st->n = 0;
+	lr_sb_init(&st->items);
+}
+
+static void stmt_finish(struct stmt *st)
+{
+	lr_sb_finish(&st->items);
+}
+
+/* The next argument: a string that outlives the call, or NULL. */
+static void arg(struct stmt *st, const char *v)
+{
+	if (st->n < LR_DB_PARAMS)
+		st->param[st->n++] = v;
+}
+
+static void arg_num(struct stmt *st, long long v)
+{
+	if (st->n < LR_DB_PARAMS) {
+		snprintf(st->num[st->n], sizeof(st->num[0]), "%lld", v);
+		arg(st, st->num[st->n]);
+	}
+}
+
+/* 'kind:name[:count],...': every table item. Names are checked by
  * lr_name_valid, so they never contain ',' or ':'. A once-per key is
  * 'once:KEY:PERIOD_MS:OFFSET_MS'. */
-static void add_items(struct lr_request *lk, struct lr_sb *sb)
+static void add_items(struct lr_request *lk, struct stmt *st)
 {
-	struct lr_sb items;
+	struct lr_sb *items = &st->items;
 	bool first = true;
 
-	lr_sb_init(&items);
 	for (size_t i = 0; i < lk->nitems; i++) {
 		const struct lr_item *it = &lk->items[i];
 		if (it->kind == LR_KIND_NAMED)
 			continue;
 		bool once = it->kind == LR_KIND_KEY && lk->once_per_ms;
-		lr_sb_printf(&items, "%s%s:%s", first ? "" : ",",
-		             once ? "once" : api_kind(it->kind), lr_item_display_name(it));
+		lr_sb_printf(items, "%s%s:%s", first ? "" : ",", once ? "once" : api_kind(it->kind),
+		             lr_item_display_name(it));
 		if (it->kind == LR_KIND_SEMAPHORE)
-			lr_sb_printf(&items, ":%u", it->count);
+			lr_sb_printf(items, ":%u", it->count);
 		if (once)
-			lr_sb_printf(&items, ":%llu:%llu", (unsigned long long)lk->once_per_ms,
+			lr_sb_printf(items, ":%llu:%llu", (unsigned long long)lk->once_per_ms,
 			             (unsigned long long)lk->once_offset_ms);
 		first = false;
 	}
-	if (items.oom)
-		sb->oom = true;
-	else
-		lr_db_sb_quote(lk->db, sb, lr_sb_str(&items));
-	lr_sb_finish(&items);
-}
-
-/* A 32-hex id we made ourselves: safe inside quotes as it is. */
-static void add_id(struct lr_sb *sb, const char *id)
-{
-	lr_sb_printf(sb, "'%.32s'", id);
+	arg(st, lr_sb_str(items));
 }
 
 /*
@@ -114,14 +145,15 @@ static enum lr_call judge(struct lr_request *lk, lr_db *db, bool acquire)
 	return LR_CALL_FAIL;
 }
 
-/* Sends a CALL; on success the answer is the current result. */
-static enum lr_call call(struct lr_request *lk, lr_db *db, struct lr_sb *sb, bool acquire)
+/* Sends a CALL; on success the answer is the current result. One without
+ * arguments goes as plain text. */
+static enum lr_call call(struct lr_request *lk, lr_db *db, struct stmt *st, bool acquire)
 {
-	if (sb->oom) {
+	if (st->items.oom) {
 		snprintf(lk->err, sizeof(lk->err), "out of memory");
 		return LR_CALL_FAIL;
 	}
-	if (!lr_db_query(db, lr_sb_str(sb)))
+	if (!(st->n ? lr_db_call(db, st->sql, st->param, st->n) : lr_db_query(db, st->sql)))
 		return judge(lk, db, acquire);
 	return LR_CALL_OK;
 }
@@ -194,19 +226,12 @@ static bool api_ok(struct lr_request *lk, lr_db *db, const struct cols *c, MYSQL
 	return false;
 }
 
-/* "CALL proc('id'": how every call but acquire and settle starts. */
-static void start_call(struct lr_sb *sb, const char *proc, const char *id)
-{
-	lr_sb_init(sb);
-	lr_sb_printf(sb, "CALL %s('%.32s'", proc, id);
-}
-
 /* Sends a CALL whose answer is one row, and finds that row and its
  * columns. */
-static enum lr_call call_row(struct lr_request *lk, lr_db *db, struct lr_sb *sb, struct cols *c,
+static enum lr_call call_row(struct lr_request *lk, lr_db *db, struct stmt *st, struct cols *c,
                              MYSQL_ROW *row)
 {
-	enum lr_call r = call(lk, db, sb, false);
+	enum lr_call r = call(lk, db, st, false);
 
 	if (r != LR_CALL_OK)
 		return r;
@@ -322,7 +347,8 @@ static void add_holder(struct lr_sb *sb, struct lr_item *it, const char *resourc
  */
 enum lr_call lr_call_acquire(struct lr_request *lk, bool enqueue, enum lr_outcome *out)
 {
-	struct lr_sb sb, holders;
+	struct lr_sb holders;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
@@ -330,21 +356,17 @@ enum lr_call lr_call_acquire(struct lr_request *lk, bool enqueue, enum lr_outcom
 	unsigned nholders = 0;
 	bool have_msg = false, head = true;
 
-	lr_sb_init(&sb);
+	stmt_init(&sb, "CALL lockrun_acquire(?,?,?,?,?,?,?,?,?)");
 	lr_sb_init(&holders);
-	lr_sb_puts(&sb, "CALL lockrun_acquire(");
 	add_items(lk, &sb);
-	lr_sb_puts(&sb, ",");
-	add_id(&sb, lk->request_id);
-	lr_sb_puts(&sb, ",");
-	add_id(&sb, lk->lease);
-	lr_sb_printf(&sb, ",%u,%d,", lk->ttl_ms, enqueue ? 1 : 0);
-	lr_db_sb_quote(lk->db, &sb, lk->owner.host);
-	lr_sb_printf(&sb, ",%ld,", (long)lk->owner.pid);
-	lr_db_sb_quote(lk->db, &sb, lk->owner.os_user);
-	lr_sb_puts(&sb, ",");
-	lr_db_sb_quote(lk->db, &sb, lk->owner.command);
-	lr_sb_puts(&sb, ")");
+	arg(&sb, lk->request_id);
+	arg(&sb, lk->lease);
+	arg_num(&sb, lk->ttl_ms);
+	arg_num(&sb, enqueue ? 1 : 0);
+	arg(&sb, lk->owner.host);
+	arg_num(&sb, (long)lk->owner.pid);
+	arg(&sb, lk->owner.os_user);
+	arg(&sb, lk->owner.command);
 	r = call(lk, lk->db, &sb, true);
 	if (r != LR_CALL_OK)
 		goto out;
@@ -399,7 +421,7 @@ enum lr_call lr_call_acquire(struct lr_request *lk, bool enqueue, enum lr_outcom
 	}
 	snprintf(lk->holders, sizeof(lk->holders), "%s", holders.oom ? "" : lr_sb_str(&holders));
 out:
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	lr_sb_finish(&holders);
 	return r;
 }
@@ -415,7 +437,7 @@ out:
  */
 enum lr_call lr_call_settle(struct lr_request *lk, enum lr_outcome *out)
 {
-	struct lr_sb sb;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
@@ -423,14 +445,10 @@ enum lr_call lr_call_settle(struct lr_request *lk, enum lr_outcome *out)
 	uint64_t gid = 0;
 	bool have_msg = false;
 
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "CALL lockrun_settle(");
+	stmt_init(&sb, "CALL lockrun_settle(?,?,?)");
 	add_items(lk, &sb);
-	lr_sb_puts(&sb, ",");
-	add_id(&sb, lk->request_id);
-	lr_sb_puts(&sb, ",");
-	add_id(&sb, lk->lease);
-	lr_sb_puts(&sb, ")");
+	arg(&sb, lk->request_id);
+	arg(&sb, lk->lease);
 	r = call(lk, lk->db, &sb, false);
 	if (r != LR_CALL_OK)
 		goto out;
@@ -474,7 +492,7 @@ enum lr_call lr_call_settle(struct lr_request *lk, enum lr_outcome *out)
 	lk->grant_id = *out == LR_OUT_GRANTED ? gid : 0;
 	lk->queued = *out == LR_OUT_QUEUED;
 out:
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	return r;
 }
 
@@ -514,7 +532,7 @@ static void poll_status(struct lr_request *lk, const struct lr_item *it, const s
  */
 enum lr_call lr_call_poll(struct lr_request *lk, bool *could)
 {
-	struct lr_sb sb;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
@@ -522,8 +540,8 @@ enum lr_call lr_call_poll(struct lr_request *lk, bool *could)
 	bool head = true, fits = true, decide = false;
 	unsigned ahead = 0;
 
-	start_call(&sb, "lockrun_poll", lk->request_id);
-	lr_sb_puts(&sb, ")");
+	stmt_init(&sb, "CALL lockrun_poll(?)");
+	arg(&sb, lk->request_id);
 	r = call(lk, lk->db, &sb, false);
 	if (r != LR_CALL_OK)
 		goto out;
@@ -564,7 +582,7 @@ enum lr_call lr_call_poll(struct lr_request *lk, bool *could)
 	if (rows == 0)
 		lk->queued = false;
 out:
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	return r;
 }
 
@@ -579,13 +597,14 @@ out:
  */
 enum lr_call lr_call_sleep(struct lr_request *lk, lr_db *db, unsigned ms, bool *woken)
 {
-	struct lr_sb sb;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	start_call(&sb, "lockrun_sleep", lk->request_id);
-	lr_sb_printf(&sb, ",%u)", ms);
+	stmt_init(&sb, "CALL lockrun_sleep(?,?)");
+	arg(&sb, lk->request_id);
+	arg_num(&sb, ms);
 	*woken = false;
 	lk->sleeps++;
 	r = call_row(lk, db, &sb, &c, &row);
@@ -608,7 +627,7 @@ enum lr_call lr_call_sleep(struct lr_request *lk, lr_db *db, unsigned ms, bool *
 		*woken = true;
 	}
 out:
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	return r;
 }
 
@@ -617,17 +636,17 @@ out:
  * trip. */
 enum lr_call lr_call_dequeue(struct lr_request *lk)
 {
-	struct lr_sb sb;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	start_call(&sb, "lockrun_dequeue", lk->request_id);
-	lr_sb_puts(&sb, ")");
+	stmt_init(&sb, "CALL lockrun_dequeue(?)");
+	arg(&sb, lk->request_id);
 	r = call_row(lk, lk->db, &sb, &c, &row);
 	if (r == LR_CALL_OK)
 		lk->queued = false;
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	return r;
 }
 
@@ -637,15 +656,16 @@ enum lr_call lr_call_dequeue(struct lr_request *lk)
  * only. One round trip; sent only when the count changed. */
 enum lr_call lr_call_host_queue(struct lr_request *lk, unsigned behind)
 {
-	struct lr_sb sb;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	start_call(&sb, "lockrun_host_queue", lk->request_id);
-	lr_sb_printf(&sb, ",%u)", behind);
+	stmt_init(&sb, "CALL lockrun_host_queue(?,?)");
+	arg(&sb, lk->request_id);
+	arg_num(&sb, behind);
 	r = call_row(lk, lk->db, &sb, &c, &row);
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	return r;
 }
 
@@ -657,13 +677,14 @@ enum lr_call lr_call_host_queue(struct lr_request *lk, unsigned behind)
  */
 enum lr_call lr_call_renew(struct lr_request *lk, bool *lost)
 {
-	struct lr_sb sb;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	start_call(&sb, "lockrun_renew", lk->lease);
-	lr_sb_printf(&sb, ",%u)", lk->ttl_ms);
+	stmt_init(&sb, "CALL lockrun_renew(?,?)");
+	arg(&sb, lk->lease);
+	arg_num(&sb, lk->ttl_ms);
 	*lost = false;
 	r = call_row(lk, lk->db, &sb, &c, &row);
 	if (r != LR_CALL_OK)
@@ -683,7 +704,7 @@ enum lr_call lr_call_renew(struct lr_request *lk, bool *lost)
 		lr_sb_finish(&why);
 	}
 out:
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	return r;
 }
 
@@ -712,21 +733,24 @@ static const char *end_name(enum lr_end how)
  */
 enum lr_call lr_call_release(struct lr_request *lk, enum lr_end how, int status)
 {
-	struct lr_sb sb;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	start_call(&sb, "lockrun_release", lk->lease);
-	lr_sb_printf(&sb, ",'%s',", end_name(how));
+	stmt_init(&sb, "CALL lockrun_release(?,?,?,?)");
+	arg(&sb, lk->lease);
+	arg(&sb, end_name(how));
 	if (how == LR_END_EXITED)
-		lr_sb_printf(&sb, "%d,NULL)", status);
-	else if (how == LR_END_SIGNALED || how == LR_END_LOST)
-		lr_sb_printf(&sb, "NULL,%d)", status);
+		arg_num(&sb, status);
 	else
-		lr_sb_puts(&sb, "NULL,NULL)");
+		arg(&sb, NULL);
+	if (how == LR_END_SIGNALED || how == LR_END_LOST)
+		arg_num(&sb, status);
+	else
+		arg(&sb, NULL);
 	r = call_row(lk, lk->db, &sb, &c, &row);
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	return r;
 }
 
@@ -736,14 +760,13 @@ enum lr_call lr_call_release(struct lr_request *lk, enum lr_end how, int status)
  * slowed by it. One round trip. */
 enum lr_call lr_call_prepare_release(struct lr_request *lk)
 {
-	struct lr_sb sb;
+	struct stmt sb;
 	struct cols c;
 	MYSQL_ROW row;
 	enum lr_call r;
 
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "CALL lockrun_release(NULL,NULL,NULL,NULL)");
+	stmt_init(&sb, "CALL lockrun_release(NULL,NULL,NULL,NULL)");
 	r = call_row(lk, lk->db, &sb, &c, &row);
-	lr_sb_finish(&sb);
+	stmt_finish(&sb);
 	return r;
 }

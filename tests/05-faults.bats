@@ -186,9 +186,9 @@ ms_since() {
 	proxy
 	# The command arms the trap, so the next release CALL is ours (the one
 	# with a lease: not the one that prepares the release while it runs).
-	run "$LOCKRUN" -c "$pconf" -x lr -- sh -c "echo \"drop-reply CALL lockrun_release('\" >$fifo; sleep 0.3"
+	run "$LOCKRUN" -c "$pconf" -x lr -- sh -c "echo \"drop-reply CALL lockrun_release(?\" >$fifo; sleep 0.3"
 	assert_success
-	grep -qx "fired drop-reply CALL lockrun_release('" "$fifo.log"
+	grep -qx "fired drop-reply CALL lockrun_release(?" "$fifo.log"
 	assert_equal "$(holds)" 0
 	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status, ' ', ended_at IS NOT NULL) FROM lr_grants")" "exited 0 1"
 }

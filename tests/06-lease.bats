@@ -38,7 +38,7 @@ log_on() {
 # (CALL and the name).
 lockrun_log() {
 	sql "SET GLOBAL general_log = OFF"
-	sql "SELECT command_type, IF(command_type = 'Query',
+	sql "SELECT command_type, IF(command_type IN ('Query', 'Prepare', 'Execute'),
 			SUBSTRING_INDEX(CONVERT(argument USING utf8mb4), '(', 1), '')
 		FROM mysql.general_log
 		WHERE user_host LIKE 'lockrun[lockrun]%' AND command_type <> 'Connect'
@@ -227,19 +227,23 @@ no_rows() {
 	wait
 }
 
-@test "an uncontended run is one CALL to acquire and one to release: nothing else is sent" {
+@test "an uncontended run is one CALL to acquire and one to release, each prepared once: nothing else is sent" {
 	log_on
 	run "$LOCKRUN" -x rtt -- true
 	assert_success
 	run lockrun_log
-	assert_output "$(printf 'Query\tCALL lockrun_acquire\nQuery\tCALL lockrun_release\nQuit\t')"
+	assert_output "$(printf '%s\t%s\n' Query 'SET SESSION log_slow_query = 0' \
+		Prepare 'CALL lockrun_acquire' Execute 'CALL lockrun_acquire' \
+		Prepare 'CALL lockrun_release' Execute 'CALL lockrun_release' Quit '')"
 }
 
 @test "a command that runs a while with nobody queued behind sends nothing more" {
 	log_on
 	"$LOCKRUN" -x prep -- sh -c "sleep 0.5; $(rec_cmd "$rec" A)"
 	run lockrun_log
-	assert_output "$(printf 'Query\tCALL lockrun_acquire\nQuery\tCALL lockrun_release\nQuit\t')"
+	assert_output "$(printf '%s\t%s\n' Query 'SET SESSION log_slow_query = 0' \
+		Prepare 'CALL lockrun_acquire' Execute 'CALL lockrun_acquire' \
+		Prepare 'CALL lockrun_release' Execute 'CALL lockrun_release' Quit '')"
 	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status) FROM lr_grants")" "exited 0"
 }
 
@@ -276,12 +280,17 @@ no_rows() {
 	assert_success
 	run lockrun_log
 	echo "$output"
-	assert_line --index 0 $'Query\tCALL lockrun_acquire'
-	assert_line --index $((${#lines[@]} - 2)) $'Query\tCALL lockrun_release'
+	# Once per connection: its statements kept out of the slow log, and
+	# each CALL prepared (its arguments travel apart from its text).
+	assert_line --index 0 $'Query\tSET SESSION log_slow_query = 0'
+	assert_line --index 1 $'Prepare\tCALL lockrun_acquire'
+	assert_line --index 2 $'Execute\tCALL lockrun_acquire'
+	assert_line --index $((${#lines[@]} - 2)) $'Execute\tCALL lockrun_release'
 	local renewals
-	renewals=$(grep -cx $'Query\tCALL lockrun_renew' <<<"$output")
+	renewals=$(grep -cx $'Execute\tCALL lockrun_renew' <<<"$output")
 	((renewals >= 2 && renewals <= 4)) || fail "$renewals renewals in 3.5 s"
-	# Nothing but those: acquire, renewals, release, quit (nobody waits, so
-	# the release is not prepared).
-	assert_equal "${#lines[@]}" $((renewals + 3))
+	assert_equal "$(grep -cx $'Prepare\tCALL lockrun_renew' <<<"$output")" 1
+	# Nothing but those: acquire, renewals, release, each prepared once,
+	# the SET and quit (nobody waits, so the release is not warmed up).
+	assert_equal "${#lines[@]}" $((renewals + 7))
 }

@@ -27,7 +27,9 @@
  *                       up to three decimals (delay 0.5: a 1 ms round
  *                       trip).  Applies to data read from then on.
  *   drop-reply PATTERN  one shot: the next COM_QUERY whose SQL text starts
- *                       with PATTERN (ASCII, case-insensitive) is passed
+ *                       with PATTERN (ASCII, case-insensitive), or the
+ *                       next COM_STMT_EXECUTE of a statement prepared on
+ *                       its connection from such a text, is passed
  *                       to the server, its reply is swallowed, and 50 ms
  *                       after the reply started arriving the client gets a
  *                       RST and the server connection is closed.  Logs
@@ -91,6 +93,9 @@
 #define MAX_PATTERN   256
 #define MAX_PAYLOAD   0xffffffu
 #define COM_QUERY     0x03
+#define COM_PREPARE   0x16 /* COM_STMT_PREPARE */
+#define COM_EXECUTE   0x17 /* COM_STMT_EXECUTE */
+#define MAX_STMTS     32   /* prepared statements remembered per connection */
 
 /* A run of buffered bytes that may be sent from time due on.  It ends at
  * stream position end (counted in bytes ever read from that side). */
@@ -111,7 +116,8 @@ struct flow {
 };
 
 /* Framing of the client's packets, fed every byte the client sends: only
- * the header and the first bytes of a COM_QUERY are kept. */
+ * the header and the first bytes of a COM_QUERY, a COM_STMT_PREPARE (its
+ * text) or a COM_STMT_EXECUTE (its statement id) are kept. */
 struct parser {
 	unsigned char hdr[4];
 	size_t hdr_len;
@@ -120,6 +126,15 @@ struct parser {
 	int more;     /* current packet is 0xffffff long: the next continues it */
 	int cont;     /* current packet continues the previous one */
 	int sniffing; /* current packet may still be the trap's query */
+	unsigned char cmd;
+	char sql[MAX_PATTERN];
+	size_t sql_len;
+};
+
+/* A statement prepared on a connection: its id (from the server's answer)
+ * and the start of its text. */
+struct stmt {
+	uint32_t id;
 	char sql[MAX_PATTERN];
 	size_t sql_len;
 };
@@ -148,6 +163,14 @@ struct conn {
 	char pattern[MAX_PATTERN + 1];
 	int64_t hold; /* hold-query: µs to hold the query; 0: drop-reply */
 	int done;
+	/* A COM_STMT_PREPARE was sent: the first packet of the server's next
+	 * answer (header and 5 payload bytes, gathered in ans) says its id. */
+	int prep_wait;
+	struct stmt prep;
+	unsigned char ans[9];
+	size_t ans_len;
+	struct stmt stmts[MAX_STMTS];
+	size_t nstmts;
 };
 
 struct proxy {
@@ -374,38 +397,101 @@ static ssize_t sock_read(int fd, void *buf, size_t len)
 
 /* ---- the drop-reply trap ----------------------------------------------- */
 
+/* The text of the statement prepared on c with this id, or NULL. */
+static const struct stmt *find_stmt(const struct conn *c, uint32_t id)
+{
+	for (size_t i = 0; i < c->nstmts; i++)
+		if (c->stmts[i].id == id)
+			return &c->stmts[i];
+	return NULL;
+}
+
+/* Does this text (of len bytes) start with the armed pattern? */
+static int matches(const struct proxy *p, const char *sql, size_t len)
+{
+	return p->armed && len >= p->pattern_len && !strncasecmp(sql, p->pattern, p->pattern_len);
+}
+
 /* Look at payload bytes of a packet that may be the trap's query: the
- * first is the command, then up to pattern_len bytes of SQL are gathered
- * and compared once.  A match takes the (one-shot) trap from the proxy. */
+ * first is the command, then the bytes it is judged by are gathered: up
+ * to pattern_len bytes of a COM_QUERY's SQL, the 4-byte statement id of
+ * a COM_STMT_EXECUTE, the start of a COM_STMT_PREPARE's text (kept for
+ * the statement's id, see parse_answer).  A match takes the (one-shot)
+ * trap from the proxy. */
 static void sniff_query(struct proxy *p, struct conn *c, const unsigned char *b, size_t n)
 {
 	struct parser *ps = &c->ps;
-	size_t i = 0;
+	size_t i = 0, want;
+	const struct stmt *st;
 
 	if (ps->seen == 0) {
-		if (b[0] != COM_QUERY || !p->armed) {
+		ps->cmd = b[0];
+		if (ps->cmd != COM_PREPARE &&
+		    (!p->armed || (ps->cmd != COM_QUERY && ps->cmd != COM_EXECUTE))) {
 			ps->sniffing = 0;
 			return;
 		}
 		i = 1;
 	}
-	while (i < n && ps->sql_len < p->pattern_len && ps->sql_len < sizeof(ps->sql))
+	want = ps->cmd == COM_EXECUTE   ? 4
+	       : ps->cmd == COM_PREPARE ? sizeof(ps->sql)
+	                                : p->pattern_len;
+	while (i < n && ps->sql_len < want && ps->sql_len < sizeof(ps->sql))
 		ps->sql[ps->sql_len++] = (char)b[i++];
-	if (ps->sql_len < p->pattern_len)
+	if (ps->cmd == COM_PREPARE) {
+		memcpy(c->prep.sql, ps->sql, ps->sql_len);
+		c->prep.sql_len = ps->sql_len;
+		return; /* judged when the packet ends (end_packet) */
+	}
+	if (ps->sql_len < want)
 		return; /* wait for more of the packet */
 	ps->sniffing = 0;
-	if (p->armed && !strncasecmp(ps->sql, p->pattern, p->pattern_len)) {
-		p->armed = 0;
-		memcpy(c->pattern, p->pattern, sizeof(c->pattern));
-		c->hold = p->hold;
-		c->trap = TR_QUERY;
+	if (ps->cmd == COM_EXECUTE) {
+		const unsigned char *u = (const unsigned char *)ps->sql;
+		st = find_stmt(c, (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
+		                      (uint32_t)u[3] << 24);
+		if (!st || !matches(p, st->sql, st->sql_len))
+			return;
+	} else if (!matches(p, ps->sql, ps->sql_len)) {
+		return;
 	}
+	p->armed = 0;
+	memcpy(c->pattern, p->pattern, sizeof(c->pattern));
+	c->hold = p->hold;
+	c->trap = TR_QUERY;
+}
+
+/* Feed the first bytes of the server's answer to a COM_STMT_PREPARE: its
+ * first packet is 0x00 and the statement's id (or an error, 0xff).
+ * Remembers the id with the text; the oldest is forgotten when full. */
+static void parse_answer(struct conn *c, const unsigned char *b, size_t n)
+{
+	while (c->prep_wait && n > 0 && c->ans_len < sizeof(c->ans)) {
+		c->ans[c->ans_len++] = *b++;
+		n--;
+	}
+	if (!c->prep_wait || c->ans_len < sizeof(c->ans))
+		return;
+	c->prep_wait = 0;
+	if (c->ans[4] != 0x00)
+		return;
+	c->prep.id = (uint32_t)c->ans[5] | (uint32_t)c->ans[6] << 8 | (uint32_t)c->ans[7] << 16 |
+	             (uint32_t)c->ans[8] << 24;
+	if (c->nstmts == MAX_STMTS) {
+		memmove(&c->stmts[0], &c->stmts[1], sizeof(c->stmts[0]) * (MAX_STMTS - 1));
+		c->nstmts--;
+	}
+	c->stmts[c->nstmts++] = c->prep;
 }
 
 /* A packet ended at client->server position pos.  If it ended the trap's
  * query (not just a 0xffffff part of it), remember where. */
 static void end_packet(struct conn *c, uint64_t pos)
 {
+	if (!c->ps.more && c->ps.sniffing && c->ps.cmd == COM_PREPARE && c->ps.seen > 0) {
+		c->prep_wait = 1;
+		c->ans_len = 0;
+	}
 	c->ps.hdr_len = 0;
 	c->ps.sniffing = 0;
 	if (!c->ps.more && c->trap == TR_QUERY) {
@@ -438,7 +524,7 @@ static void parse_client(struct proxy *p, struct conn *c, const unsigned char *b
 			ps->more = ps->left == MAX_PAYLOAD;
 			ps->seen = 0;
 			ps->sql_len = 0;
-			ps->sniffing = !ps->cont && ps->hdr[3] == 0 && p->armed;
+			ps->sniffing = !ps->cont && ps->hdr[3] == 0;
 			if (ps->left == 0)
 				end_packet(c, pos + i);
 			continue;
@@ -588,8 +674,10 @@ static void read_upstream(const struct proxy *p, struct conn *c, int64_t now)
 			return;
 		}
 		n = sock_read(c->ufd, f->buf + f->len, room);
-		if (n > 0)
+		if (n > 0) {
+			parse_answer(c, f->buf + f->len, (size_t)n);
 			flow_add(f, (size_t)n, now + p->delay, now);
+		}
 	}
 	if (n < 0)
 		upstream_gone(c);

@@ -1,0 +1,96 @@
+#!/usr/bin/env bats
+#
+# A spy of lockrun's own account. The documented set-up gives every host
+# one account, and every session of an account reads the statement text
+# of the others in the process list. lockrun sends its request ids,
+# leases, items and command as parameters of prepared statements, so that
+# text holds only '?': a spy that polls the process list during every kind
+# of call (acquire, queue, sleep, host queue, renew, release, dequeue)
+# and replays every id it reads finds nothing to replay, and the runs it
+# watches are not disturbed.
+
+load helpers/common
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	/usr/bin/python3 -c 'import pymysql' || {
+		echo "python3-pymysql is not installed (tests/run installs it)" >&2
+		return 1
+	}
+}
+
+@test "a spy session of the same account reads no secret in the process list, and its replays act on nothing" {
+	local spy=$BATS_TEST_TMPDIR/spy.json i
+	local -a run=("$LOCKRUN" --ttl 3s --kill-after 0.5s)
+	/usr/bin/python3 "$LR_SRC/tests/tools/spy.py" "$LOCKRUN_CONFIG" 9 >"$spy" 3>&- &
+	local spy_pid=$!
+	sleep 0.5
+	# A holder renewing every second while four waiters queue behind it
+	# (the head sleeps on its doorbell, the others wait behind it, two of
+	# them on one host's queue), one that gives up (dequeue), and a
+	# semaphore run beside them.
+	"${run[@]}" -x spy -- sh -c 'sleep 3.5; echo "holder $LOCKRUN_FENCE"' \
+		>"$BATS_TEST_TMPDIR/r0" 2>&1 3>&- &
+	local -a pids=($!)
+	sleep 0.3
+	for i in 1 2 3; do
+		"${run[@]}" -w 30 -x spy -- sh -c 'sleep 0.3; echo "waiter $LOCKRUN_FENCE"' \
+			>"$BATS_TEST_TMPDIR/r$i" 2>&1 3>&- &
+		pids+=($!)
+	done
+	"${run[@]}" -w 1 -x spy -- echo never >"$BATS_TEST_TMPDIR/gave-up" 2>&1 3>&- &
+	local quitter=$!
+	ctl set spy-s 2
+	"${run[@]}" -s spy-s:2 -- sleep 2 >"$BATS_TEST_TMPDIR/s" 2>&1 3>&-
+	for i in "${pids[@]}"; do
+		wait "$i" || fail "run $i exited $? ($(cat "$BATS_TEST_TMPDIR"/r*))"
+	done
+	local rc=0
+	wait "$quitter" || rc=$?
+	assert_equal "$rc" 75
+	wait "$spy_pid"
+	run /usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("seen", d["seen"] > 0)
+print("ids", d["ids"])
+print("acted", d["acted"])
+for t in d["texts"]:
+    print("text", t)' "$spy"
+	assert_line "seen True"
+	assert_line "acted []"
+	# What it saw: the calls, with nothing in their text but '?'.
+	assert_line "text CALL lockrun_acquire(?,?,?,?,?,?,?,?,?)"
+	assert_line "text CALL lockrun_renew(?,?)"
+	assert_line "text CALL lockrun_release(?,?,?,?)"
+	refute_line --regexp "^text CALL .*'"
+	# The only 32-hex strings in sight are the public wake-up lock names
+	# (hashes of request ids): no lease, no request id of the lock log.
+	local ids
+	ids=$(/usr/bin/python3 -c 'import json, sys
+print(",".join("\x27%s\x27" % i for i in json.load(open(sys.argv[1]))["ids"]) or "NULL")' "$spy")
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants WHERE request_id IN ($ids) OR queued_as IN ($ids)")" 0
+	# Nobody was disturbed: one holder, three waiters after it, in order.
+	assert_equal "$(cat "$BATS_TEST_TMPDIR"/r[0-3] | sort -k2 -n | cut -d' ' -f1 | tr '\n' ' ')" \
+		"holder waiter waiter waiter "
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grant_items i JOIN lr_grants g ON g.id = i.grant_id
+		WHERE i.resource = 'spy' AND g.end_reason <> 'exited'")" 0
+}
+
+@test "lockrun's own statements stay out of the slow log: with it on, the spy still reads only '?'" {
+	local spy=$BATS_TEST_TMPDIR/spy.json
+	sql "SET GLOBAL log_slow_query = 1, GLOBAL long_query_time = 0"
+	/usr/bin/python3 "$LR_SRC/tests/tools/spy.py" "$LOCKRUN_CONFIG" 4 >"$spy" 3>&- &
+	local spy_pid=$!
+	sleep 0.5
+	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-slow -- sleep 2
+	sql "SET GLOBAL log_slow_query = 0, GLOBAL long_query_time = 10"
+	assert_success
+	wait "$spy_pid"
+	run /usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("seen", d["seen"] > 0, "ids", d["ids"], "acted", d["acted"])' "$spy"
+	assert_output "seen True ids [] acted []"
+}
