@@ -310,6 +310,17 @@ wait_rc() {
 	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE id = $gid")" exited
 }
 
+@test "lockrun_check in a transaction left open, at every isolation level and with autocommit=0, keeps out only the release of the grant it checked" {
+	run hostile checklocks
+	assert_success
+	refute_output --partial FAIL
+	local level
+	for level in read-uncommitted read-committed repeatable-read serializable; do
+		assert_line --regexp "^ok checklocks\.$level\.start-transaction "
+		assert_line --regexp "^ok checklocks\.$level\.autocommit-0 "
+	done
+}
+
 @test "a busy answer's holder is host:pid and the account, never the command line; nor does lockrun -v print it" {
 	"$LOCKRUN" -x h-priv -- sh -c 'sleep 3 # secret=hunter2' 3>&- &
 	pids+=($!)

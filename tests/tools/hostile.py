@@ -16,6 +16,8 @@ error), so a bats test shows every failing case by name at once.
   hostile.py txn                  writers inside an open transaction
   hostile.py ac0 OUT SECS HOLDRES the autocommit=0 session (see cmd_ac0)
   hostile.py session              no temporary tables, user variables ignored
+  hostile.py checklocks           lockrun_check in an open transaction, at
+                                  every isolation level, locks no gap
 
 Needs python3 and pymysql (Debian: python3-pymysql), nothing else.
 """
@@ -683,6 +685,93 @@ def cmd_session():
         ok("session.cycle", "(acquire, enqueue, poll, settle, renew, check, dequeue, release)")
 
 
+# ------------------------------------------------------------------ checklocks
+
+LEVELS = ["READ UNCOMMITTED", "READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"]
+
+
+def cmd_checklocks():
+    """lockrun_check inside a transaction left open, at each isolation
+    level, opened by START TRANSACTION or by autocommit = 0: of its own
+    lease, which has just expired (so it is the newest grant and its holds
+    the last rows of their indexes), and of 300 made-up leases. While it is
+    open, other clients must be served as if it were not: fresh mutexes
+    granted, a release that hands its mutex to a waiter; only a release of
+    the checked grant itself waits for it. Under SERIALIZABLE, where every
+    read locks, the check is refused instead (it must then lock nothing)."""
+    adm = admin()
+    other = account()
+    for level in LEVELS:
+        for how in ("start-transaction", "autocommit-0"):
+            tag = f"checklocks.{level.replace(' ', '-').lower()}.{how}"
+            lease = newid()
+            r = call(other, "lockrun_acquire", f"mutex:h-cl-{newid()[:8]}", newid(), lease, 30000, 0,
+                     "h", 1, "u", "24-hostile")
+            if r.error or r.first("outcome") != "granted":
+                fail(tag, f"set-up acquire: {r!r}")
+                continue
+            # Expired, within the grace: not swept yet.
+            run(adm, """UPDATE lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+                SET h.expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE g.request_id = %s""", (lease,))
+            chk = account(autocommit=(how != "autocommit-0"))
+            run(chk, f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
+            if how == "autocommit-0":
+                run(chk, "SET autocommit = 0")
+            else:
+                run(chk, "START TRANSACTION")
+            first = call(chk, "lockrun_check", lease, None)
+            refused = 0
+            for _ in range(300):
+                res = call(chk, "lockrun_check", newid(), None)
+                refused += res.error
+            why = []
+            if level == "SERIALIZABLE":
+                if not (first.errno == 1644 and "SERIALIZABLE" in (first.msg or "")) or refused != 300:
+                    why.append(f"check answered {first!r} ({refused}/300 made-up refused), want 1644 SERIALIZABLE")
+            elif first.error or (first.first("live"), first.first("holds")) != (0, 1) or refused:
+                why.append(f"check answered {first!r} ({refused}/300 made-up refused), want live 0, holds 1")
+            # Others meanwhile: three fresh mutexes, and a hand-off.
+            t0 = time.monotonic()
+            for _ in range(3):
+                lx = newid()
+                r = call(other, "lockrun_acquire", f"mutex:h-cl-{newid()[:8]}", newid(), lx, 30000, 0,
+                         "h", 1, "u", "24-hostile")
+                if r.error or r.first("outcome") != "granted":
+                    why.append(f"a fresh mutex: {r!r}")
+                call(other, "lockrun_release", lx, "exited", 0, None)
+            name = f"h-cl-{newid()[:8]}"
+            lh, rw, lw = newid(), newid(), newid()
+            call(other, "lockrun_acquire", f"mutex:{name}", newid(), lh, 30000, 0, "h", 1, "u", "24-hostile")
+            waiter = account()
+            r = call(waiter, "lockrun_acquire", f"mutex:{name}", rw, lw, 30000, 1, "h", 1, "u", "24-hostile")
+            if r.first("outcome") != "queued":
+                why.append(f"the waiter: {r!r}")
+            r = call(other, "lockrun_release", lh, "exited", 0, None)
+            if r.error or r.first("released") != 1:
+                why.append(f"the release that hands off: {r!r}")
+            r = call(waiter, "lockrun_acquire", f"mutex:{name}", rw, lw, 30000, 1, "h", 1, "u", "24-hostile")
+            if r.error or r.first("outcome") != "granted":
+                why.append(f"the claim of the hand-off: {r!r}")
+            call(waiter, "lockrun_release", lw, "exited", 0, None)
+            waiter.close()
+            took = time.monotonic() - t0
+            if took > 1.5:
+                why.append(f"the others took {took:.1f} s")
+            # The checked grant itself is held back by the check (below
+            # SERIALIZABLE): its release waits, and gives up with 1205.
+            if level != "SERIALIZABLE" and how == "start-transaction":
+                r = call(other, "lockrun_release", lease, "exited", 0, None)
+                if r.errno != 1205:
+                    why.append(f"the checked grant's release answered {r!r}, want 1205 while the check holds it")
+            run(chk, "ROLLBACK")
+            chk.close()
+            call(other, "lockrun_release", lease, "exited", 0, None)
+            if why:
+                fail(tag, "; ".join(why))
+            else:
+                ok(tag, f"(others served in {took:.2f} s)")
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -698,6 +787,8 @@ def main(argv):
         cmd_ac0(argv[2], float(argv[3]), argv[4])
     elif cmd == "session":
         cmd_session()
+    elif cmd == "checklocks":
+        cmd_checklocks()
     else:
         print(__doc__, file=sys.stderr)
         return 2
