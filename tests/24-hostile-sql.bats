@@ -310,6 +310,15 @@ wait_rc() {
 	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE id = $gid")" exited
 }
 
+@test "a live lease replayed with other items (someone else's, one more, another count or kind, a new name) is refused, writing nothing; the same items answer the same grant" {
+	run hostile replay
+	assert_success
+	refute_output --partial FAIL
+	assert_line --regexp '^ok replay\.someone-elses\.enqueue-0 '
+	assert_line 'ok replay.no-new-rows'
+	assert_line --regexp '^ok replay\.same-items '
+}
+
 @test "lockrun_check in a transaction left open, at every isolation level and with autocommit=0, keeps out only the release of the grant it checked" {
 	run hostile checklocks
 	assert_success

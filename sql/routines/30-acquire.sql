@@ -357,8 +357,11 @@ BEGIN
   CLOSE c;
   SET v_done = 0;
 
-  -- 2. Idempotent: this lease already granted and not ended? Return it.
-  --    Ended (released, or a settlement's tombstone)? Then this is a late
+  -- 2. Idempotent: this lease already granted and not ended? Return it,
+  --    if this call is a replay of the request that got it: the same
+  --    items, kinds and permits (its lr_grant_items); else refused, and
+  --    the caller's handler rolls back what step 1 wrote. Ended
+  --    (released, or a settlement's tombstone)? Then this is a late
   --    call whose answer nobody will read: it must neither grant nor
   --    queue. Read after the rows are locked, so a settlement either
   --    waited for this call or committed before it.
@@ -366,6 +369,13 @@ BEGIN
   SET v_done = 0;
   IF v_ended THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was used already; take a new one';
+  END IF;
+  IF v_gid IS NOT NULL AND ((SELECT COUNT(*) FROM lr_grant_items WHERE grant_id = v_gid) <> v_nitems
+     OR EXISTS (SELECT 1 FROM JSON_TABLE(p_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name',
+                  kind VARCHAR(10) PATH '$.kind', permits BIGINT UNSIGNED PATH '$.permits')) j
+                 WHERE NOT EXISTS (SELECT 1 FROM lr_grant_items i WHERE i.grant_id = v_gid
+                                    AND i.resource = j.name AND i.kind = j.kind AND i.permits = j.permits))) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was granted for other items; a replay must name the same items, kinds and counts (take a new lease id for another request)';
   END IF;
   IF v_outcome = 'invalid' THEN
     SET v_gid = NULL;

@@ -16,6 +16,7 @@ error), so a bats test shows every failing case by name at once.
   hostile.py txn                  writers inside an open transaction
   hostile.py ac0 OUT SECS HOLDRES the autocommit=0 session (see cmd_ac0)
   hostile.py session              no temporary tables, user variables ignored
+  hostile.py replay               a lease replayed with other items
   hostile.py checklocks           lockrun_check in an open transaction, at
                                   every isolation level, locks no gap
 
@@ -685,6 +686,60 @@ def cmd_session():
         ok("session.cycle", "(acquire, enqueue, poll, settle, renew, check, dequeue, release)")
 
 
+# ------------------------------------------------------------------ replay
+
+def cmd_replay():
+    """A live lease of one's own, replayed with other items: a resource
+    someone else holds, one more item, another kind or count, a name not
+    made yet. Each must be refused ('granted for other items'), writing
+    nothing; the same items again answer the same grant."""
+    adm = admin()
+    acc = account()
+    victim = newid()
+    r = call(acc, "lockrun_acquire", "mutex:h-rp-victim", newid(), victim, 60000, 0, "h", 1, "u", "24-hostile")
+    if r.error or r.first("outcome") != "granted":
+        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    run(adm, "INSERT IGNORE INTO lr_resources (name, kind, capacity) VALUES ('h-rp-sem', 'semaphore', 5)")
+    mine = newid()
+    items = "mutex:h-rp-mine,semaphore:h-rp-sem:2"
+    r = call(acc, "lockrun_acquire", items, newid(), mine, 60000, 0, "h", 1, "u", "24-hostile")
+    if r.error or r.first("outcome") != "granted":
+        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    gid = r.first("grant_id")
+    fences = {row["resource"]: row["fence"] for row in r.rows}
+    new = f"h-rp-new-{newid()[:8]}"
+
+    def other_items(res):
+        if "granted for other items" not in (res.msg or ""):
+            return f"message {res.msg!r}, want '... granted for other items ...'"
+        return None
+    for name, its in (("someone-elses", "mutex:h-rp-victim"),
+                      ("someone-elses-plus-mine", "mutex:h-rp-mine,mutex:h-rp-victim,semaphore:h-rp-sem:2"),
+                      ("one-of-mine", "mutex:h-rp-mine"),
+                      ("other-count", "mutex:h-rp-mine,semaphore:h-rp-sem:3"),
+                      ("other-kind", "read:h-rp-mine,semaphore:h-rp-sem:2"),
+                      ("new-name", f"mutex:{new}"),
+                      ("new-key", f"key:{new}")):
+        for enqueue in (0, 1):
+            expect_refused(adm, acc, f"replay.{name}.enqueue-{enqueue}", ACQ,
+                           [its, newid(), mine, 60000, enqueue, "h", 1, "u", "24-hostile"], other_items)
+    n = run(adm, "SELECT COUNT(*) AS n FROM lr_resources WHERE name IN (%s, %s)", (new, "id:" + new)).first("n")
+    if n:
+        fail("replay.no-new-rows", f"{n} resource rows made")
+    else:
+        ok("replay.no-new-rows")
+    # The same items (in another order) answer the same grant.
+    r = call(acc, "lockrun_acquire", "semaphore:h-rp-sem:2,mutex:h-rp-mine", newid(), mine, 60000, 0,
+             "h", 1, "u", "24-hostile")
+    got = {row["resource"]: row["fence"] for row in r.rows or []}
+    if r.error or r.first("outcome") != "granted" or r.first("grant_id") != gid or got != fences:
+        fail("replay.same-items", f"{r!r}, want grant {gid} with fences {fences}")
+    else:
+        ok("replay.same-items", f"(grant {gid})")
+    for lease in (mine, victim):
+        call(acc, "lockrun_release", lease, "exited", 0, None)
+
+
 # ------------------------------------------------------------------ checklocks
 
 LEVELS = ["READ UNCOMMITTED", "READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"]
@@ -787,6 +842,8 @@ def main(argv):
         cmd_ac0(argv[2], float(argv[3]), argv[4])
     elif cmd == "session":
         cmd_session()
+    elif cmd == "replay":
+        cmd_replay()
     elif cmd == "checklocks":
         cmd_checklocks()
     else:
