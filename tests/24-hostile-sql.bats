@@ -424,6 +424,17 @@ wait_rc() {
 		"acquire granted, renew 1/1, enqueue queued, poll 1, settle queued, dequeue 1, release 1"
 }
 
+@test "autocommit=0: every procedure and path (grant, busy, queued, poll, sleep, host_queue, settle, dequeue, claim, renew, release with hand-off or wake-up) ends with no transaction open; check keeps it until the COMMIT" {
+	run hostile ac0paths
+	assert_success
+	refute_output --partial FAIL
+	assert_line 'ok ac0paths.acquire.claim'
+	assert_line 'ok ac0paths.renew.after-claim'
+	assert_line 'ok ac0paths.release.hand-off'
+	assert_line 'ok ac0paths.release.wakes'
+	assert_line --regexp '^ok ac0paths\.check '
+}
+
 @test "no temporary table in the caller's session, and the caller's user variables change nothing" {
 	run hostile session
 	assert_success

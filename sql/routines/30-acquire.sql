@@ -188,6 +188,9 @@ BEGIN
     JOIN lr_holds h ON h.grant_id = i.grant_id AND h.resource = i.resource
     JOIN lr_resources r ON r.name = i.resource
    WHERE i.grant_id = p_gid ORDER BY i.resource;
+  -- That read began a transaction under autocommit = 0: end it, so the
+  -- claimer's renewal may run.
+  COMMIT;
 END//
 
 -- The acquire proper (lockrun_acquire), once the items are parsed into the

@@ -314,6 +314,9 @@ proc: BEGIN
       CLOSE wc;
     END IF;
   END; END IF;
+  -- The wake-up reads began a transaction under autocommit = 0: end it,
+  -- so the caller's next writer may run.
+  COMMIT;
 END//
 
 -- lockrun_release: gives the lease's holds back, closes its lock-log entry

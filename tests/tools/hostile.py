@@ -16,6 +16,8 @@ error), so a bats test shows every failing case by name at once.
   hostile.py txn                  writers inside an open transaction
   hostile.py ac0 OUT SECS HOLDRES the autocommit=0 session (see cmd_ac0)
   hostile.py session              no temporary tables, user variables ignored
+  hostile.py ac0paths             every procedure and path under autocommit=0
+                                  ends with no transaction open
   hostile.py replay               a lease replayed with other items
   hostile.py checklocks           lockrun_check in an open transaction, at
                                   every isolation level, locks no gap
@@ -686,6 +688,123 @@ def cmd_session():
         ok("session.cycle", "(acquire, enqueue, poll, settle, renew, check, dequeue, release)")
 
 
+# ------------------------------------------------------------------ ac0paths
+
+def cmd_ac0paths():
+    """Under autocommit = 0 every CALL of a writer must end with no
+    transaction open (@@in_transaction = 0), on every path: else the
+    session's next writer is refused ('call it outside a transaction') and
+    whatever the call read stays in a transaction of the caller's.
+    lockrun_check is the exception, by design: its locks last until the
+    caller's COMMIT, after which the next writer runs."""
+    conn = account(autocommit=False)
+    run(conn, "SET autocommit = 0")
+    side = account()
+    A = ("h", 1, "u", "24-hostile")
+
+    def uniq(prefix):
+        return f"h-a0p-{prefix}-{newid()[:8]}"
+
+    def step(name, r, want=None):
+        intx = run(conn, "SELECT @@in_transaction AS t").first("t")
+        why = []
+        if r.error:
+            why.append(f"error {r.errno} {r.msg!r}")
+        elif want and not want(r):
+            why.append(f"answered {r.rows[:2]!r}")
+        if intx:
+            why.append("left a transaction open")
+            run(conn, "ROLLBACK")
+        if why:
+            fail(f"ac0paths.{name}", "; ".join(why))
+        else:
+            ok(f"ac0paths.{name}")
+
+    def outcome(o):
+        return lambda r: r.first("outcome") == o
+
+    # Grants: the common path, and lr_acquire's.
+    l1, x = newid(), uniq("g")
+    step("acquire.granted", call(conn, "lockrun_acquire", f"mutex:{x}", newid(), l1, 30000, 0, *A),
+         outcome("granted"))
+    step("acquire.granted-again", call(conn, "lockrun_acquire", f"mutex:{x}", newid(), l1, 30000, 0, *A),
+         outcome("granted"))
+    l2, y, z = newid(), uniq("g2"), uniq("g3")
+    step("acquire.granted-two", call(conn, "lockrun_acquire", f"mutex:{y},mutex:{z}", newid(), l2, 30000, 0,
+                                     *A), outcome("granted"))
+    step("renew", call(conn, "lockrun_renew", l1, 30000), lambda r: r.first("renewed") == 1)
+    step("renew.unknown", call(conn, "lockrun_renew", newid(), 30000), lambda r: r.first("renewed") == 0)
+    # Busy, queued, and the waiter's calls.
+    req, lq = newid(), newid()
+    step("acquire.busy", call(conn, "lockrun_acquire", f"mutex:{x}", req, lq, 30000, 0, *A), outcome("busy"))
+    step("acquire.queued", call(conn, "lockrun_acquire", f"mutex:{x}", req, lq, 30000, 1, *A), outcome("queued"))
+    step("acquire.still-queued", call(conn, "lockrun_acquire", f"mutex:{x}", req, lq, 30000, 1, *A),
+         outcome("busy"))
+    step("poll", call(conn, "lockrun_poll", req), lambda r: len(r.rows) == 1)
+    step("sleep", call(conn, "lockrun_sleep", req, 10), lambda r: r.first("places") == 1)
+    step("host_queue", call(conn, "lockrun_host_queue", req, 2), lambda r: r.first("places") == 1)
+    step("settle.queued", call(conn, "lockrun_settle", f"mutex:{x}", req, newid()), outcome("queued"))
+    step("settle.granted", call(conn, "lockrun_settle", f"mutex:{x}", newid(), l1), outcome("granted"))
+    step("settle.none", call(conn, "lockrun_settle", f"mutex:{uniq('s')}", newid(), newid()), outcome("none"))
+    step("dequeue", call(conn, "lockrun_dequeue", req), lambda r: r.first("removed") == 1)
+    # Claim: queued behind a holder that releases (the hand-off).
+    hold, w = newid(), uniq("c")
+    call(side, "lockrun_acquire", f"mutex:{w}", newid(), hold, 30000, 0, *A)
+    req, lc = newid(), newid()
+    call(conn, "lockrun_acquire", f"mutex:{w}", req, lc, 30000, 1, *A)
+    run(conn, "ROLLBACK")
+    call(side, "lockrun_release", hold, "exited", 0, None)
+    step("acquire.claim", call(conn, "lockrun_acquire", f"mutex:{w}", req, lc, 30000, 1, *A), outcome("granted"))
+    step("renew.after-claim", call(conn, "lockrun_renew", lc, 30000), lambda r: r.first("renewed") == 1)
+    # A release that hands off to a waiter, with its sleeper registered.
+    sreq, sl = newid(), newid()
+    call(side, "lockrun_acquire", f"mutex:{w}", sreq, sl, 30000, 1, *A)
+    call(side, "lockrun_sleep", sreq, 1)
+    step("release.hand-off", call(conn, "lockrun_release", lc, "exited", 0, None),
+         lambda r: r.first("released") == 1)
+    # A release whose waiter cannot be handed the grant (two items): it is
+    # woken instead (lr_release's wake-up reads).
+    hold2, v = newid(), uniq("v")
+    call(conn, "lockrun_acquire", f"mutex:{v}", newid(), hold2, 30000, 0, *A)
+    vreq = newid()
+    call(side, "lockrun_acquire", f"mutex:{v},mutex:{uniq('v2')}", vreq, newid(), 30000, 1, *A)
+    call(side, "lockrun_sleep", vreq, 1)
+    step("release.wakes", call(conn, "lockrun_release", hold2, "exited", 0, None),
+         lambda r: r.first("released") == 1)
+    call(side, "lockrun_dequeue", vreq)
+    # Dequeue that gives a handed grant back (and hands it on).
+    req, ld = newid(), newid()
+    call(conn, "lockrun_acquire", f"mutex:{w}", req, ld, 30000, 1, *A)
+    run(conn, "ROLLBACK")
+    call(side, "lockrun_acquire", f"mutex:{w}", sreq, sl, 30000, 1, *A)
+    call(side, "lockrun_release", sl, "exited", 0, None)
+    step("dequeue.returned", call(conn, "lockrun_dequeue", req), lambda r: r.first("returned") == 1)
+    # Releases: the common one, and lr_release's (two holds).
+    step("release", call(conn, "lockrun_release", l1, "exited", 0, None), lambda r: r.first("released") == 1)
+    step("release.two", call(conn, "lockrun_release", l2, "exited", 0, None), lambda r: r.first("released") == 2)
+    step("release.unknown", call(conn, "lockrun_release", newid(), "exited", 0, None),
+         lambda r: r.first("released") == 0)
+    step("release.preload", call(conn, "lockrun_release", None, None, None, None),
+         lambda r: r.first("released") == 0)
+    # The check keeps the caller's transaction (its locks must last until
+    # the COMMIT); after the COMMIT the next writer runs.
+    lk = newid()
+    call(conn, "lockrun_acquire", f"mutex:{uniq('k')}", newid(), lk, 30000, 0, *A)
+    r = call(conn, "lockrun_check", lk, None)
+    intx = run(conn, "SELECT @@in_transaction AS t").first("t")
+    run(conn, "COMMIT")
+    r2 = call(conn, "lockrun_renew", lk, 30000)
+    if r.error or r.first("live") != 1 or intx != 1 or r2.error:
+        fail("ac0paths.check", f"check {r!r}, in transaction {intx}, renew after COMMIT {r2!r}")
+    else:
+        ok("ac0paths.check", "(open until the COMMIT, by design)")
+    run(conn, "COMMIT")
+    call(conn, "lockrun_release", lk, "exited", 0, None)
+    run(conn, "ROLLBACK")
+    side.close()
+    conn.close()
+
+
 # ------------------------------------------------------------------ replay
 
 def cmd_replay():
@@ -842,6 +961,8 @@ def main(argv):
         cmd_ac0(argv[2], float(argv[3]), argv[4])
     elif cmd == "session":
         cmd_session()
+    elif cmd == "ac0paths":
+        cmd_ac0paths()
     elif cmd == "replay":
         cmd_replay()
     elif cmd == "checklocks":
