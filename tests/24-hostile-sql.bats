@@ -319,6 +319,13 @@ wait_rc() {
 	assert_line --regexp '^ok replay\.same-items '
 }
 
+@test "a renewal under way as its hold's grace ends, committed after a sweep read the hold, keeps it: renewed, the acquirer busy" {
+	run hostile sweeprace
+	assert_success
+	refute_output --partial FAIL
+	assert_line --regexp '^ok sweeprace\.kept '
+}
+
 @test "lockrun_check in a transaction left open, at every isolation level and with autocommit=0, keeps out only the release of the grant it checked" {
 	run hostile checklocks
 	assert_success

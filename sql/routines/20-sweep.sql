@@ -34,9 +34,21 @@ BEGIN
     l: LOOP
       FETCH c INTO v_gid, v_exp;
       IF v_done THEN LEAVE l; END IF;
-      UPDATE lr_grants SET ended_at = v_exp, end_reason = 'expired'
-       WHERE id = v_gid AND ended_at IS NULL;
-      DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid;
+      -- The expiry is checked again where the hold is deleted, and the
+      -- grant ends only if it was. A renewal does not take the resource
+      -- row the caller holds; it renews only holds within the grace, so
+      -- one that starts after the cursor read cannot renew this hold, and
+      -- one already under way when the cursor read it holds the hold row
+      -- until it commits: so far the locking reads of `IF EXISTS` (here
+      -- and in lr_acquire) waited for it, and then saw it renewed. This
+      -- DELETE waits too, and decides on what the renewal committed,
+      -- whatever read the caller made. Hold row, then grant row: the order
+      -- of renew and release.
+      DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid AND expires_at <= v_cut;
+      IF ROW_COUNT() > 0 THEN
+        UPDATE lr_grants SET ended_at = v_exp, end_reason = 'expired'
+         WHERE id = v_gid AND ended_at IS NULL;
+      END IF;
     END LOOP;
     CLOSE c;
     CALL lr_recount(p_res);

@@ -18,6 +18,8 @@ error), so a bats test shows every failing case by name at once.
   hostile.py session              no temporary tables, user variables ignored
   hostile.py ac0paths             every procedure and path under autocommit=0
                                   ends with no transaction open
+  hostile.py sweeprace            a renewal in flight as its hold's grace ends
+                                  is not swept after it said renewed
   hostile.py replay               a lease replayed with other items
   hostile.py checklocks           lockrun_check in an open transaction, at
                                   every isolation level, locks no gap
@@ -30,6 +32,7 @@ import os
 import re
 import secrets
 import sys
+import threading
 import time
 
 import pymysql
@@ -805,6 +808,64 @@ def cmd_ac0paths():
     conn.close()
 
 
+# ------------------------------------------------------------------ sweeprace
+
+def cmd_sweeprace():
+    """A renewal that read its hold within the grace, but commits only after
+    the grace ended, while an acquire sweeps the resource: the sweep read
+    the hold before the renewal committed. The renewal answers renewed, so
+    the hold must stay: the acquirer is busy and the grant goes on. (The
+    admin holds the grant row locked for 1.2 s so that both wait there, in
+    this order.)"""
+    adm = admin()
+    acc = account()
+    name = f"h-swr-{newid()[:8]}"
+    lease = newid()
+    r = call(acc, "lockrun_acquire", f"mutex:{name}", newid(), lease, 30000, 0, "h", 1, "u", "24-hostile")
+    if r.error or r.first("outcome") != "granted":
+        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    gid = r.first("grant_id")
+    # 4.6 s past its expiry: still renewable for 0.4 s.
+    run(adm, """UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 4600000 MICROSECOND
+        WHERE grant_id = %s""", (gid,))
+    gate = admin()
+    run(gate, "START TRANSACTION")
+    run(gate, "SELECT id FROM lr_grants WHERE id = %s FOR UPDATE", (gid,))
+    out = {}
+
+    def renew():
+        out["renew"] = call(account(), "lockrun_renew", lease, 30000)
+
+    def acquire():
+        out["acquire"] = call(account(), "lockrun_acquire", f"mutex:{name}", newid(), newid(), 30000, 0,
+                              "h", 2, "u", "24-hostile")
+    tr = threading.Thread(target=renew)
+    tr.start()
+    time.sleep(0.6)  # the hold's old expiry is now past the grace
+    ta = threading.Thread(target=acquire)
+    ta.start()
+    time.sleep(0.6)
+    run(gate, "COMMIT")
+    tr.join()
+    ta.join()
+    rn, aq = out["renew"], out["acquire"]
+    row = run(adm, """SELECT g.ended_at IS NULL AS open, COUNT(h.grant_id) AS holds,
+        COALESCE(MIN(h.expires_at) > UTC_TIMESTAMP(6) + INTERVAL 20 SECOND, 0) AS renewed
+        FROM lr_grants g LEFT JOIN lr_holds h ON h.grant_id = g.id WHERE g.id = %s GROUP BY g.id""",
+              (gid,)).rows[0]
+    if rn.error or rn.first("renewed") != 1:
+        fail("sweeprace.renewed", f"the renewal answered {rn!r}")
+    elif aq.error or aq.first("outcome") != "busy" or (row["open"], row["holds"], row["renewed"]) != (1, 1, 1):
+        fail("sweeprace.kept", f"renewed, yet the acquire answered {aq!r}; the grant: {row!r}")
+    else:
+        ok("sweeprace.kept", "(renewed; the acquire busy; the hold kept)")
+    call(acc, "lockrun_release", lease, "exited", 0, None)
+    if not aq.error and aq.first("outcome") == "granted":
+        # Undo the double grant of the failing case.
+        run(adm, "DELETE FROM lr_holds WHERE grant_id = %s", (aq.first("grant_id"),))
+        run(adm, "UPDATE lr_resources SET used = 0 WHERE name = %s", (name,))
+
+
 # ------------------------------------------------------------------ replay
 
 def cmd_replay():
@@ -963,6 +1024,8 @@ def main(argv):
         cmd_session()
     elif cmd == "ac0paths":
         cmd_ac0paths()
+    elif cmd == "sweeprace":
+        cmd_sweeprace()
     elif cmd == "replay":
         cmd_replay()
     elif cmd == "checklocks":
