@@ -337,6 +337,33 @@ wait_rc() {
 	done
 }
 
+@test "rows an account makes by naming locks are reclaimed once idle for ten minutes, two per new row, and a name made again (or set as a semaphore) starts above its tokens" {
+	run hostile reclaim "$BATS_TEST_NUMBER"
+	assert_success
+	refute_output --partial FAIL
+	assert_line --regexp '^ok reclaim\.idle '
+	assert_line 'ok reclaim.kept'
+	assert_line 'ok reclaim.fences'
+	# lockrunctl set makes a semaphore of a reclaimed name above its tokens.
+	local l fence n
+	n=h-rc-sa-$(newid | cut -c1-8)
+	l=$(newid)
+	fence=$(field fence "$(acq "mutex:$n" "$(newid)" "$l")")
+	rel "$l" >/dev/null
+	sql "UPDATE lr_resources SET updated_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE name = '$n'"
+	local i
+	for i in 1 2 3 4 5; do
+		[[ $(sql "SELECT COUNT(*) FROM lr_resources WHERE name = '$n'") == 1 ]] || break
+		l=$(newid)
+		acq "mutex:$n-made$i" "$(newid)" "$l" >/dev/null
+		rel "$l" >/dev/null
+	done
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources WHERE name = '$n'")" 0
+	ctl set "$n" 2
+	(($(sql "SELECT fence FROM lr_resources WHERE name = '$n'") >= fence)) ||
+		fail "the semaphore starts at $(sql "SELECT fence FROM lr_resources WHERE name = '$n'"), below $fence"
+}
+
 @test "a busy answer's holder is host:pid and the account, never the command line; nor does lockrun -v print it" {
 	"$LOCKRUN" -x h-priv -- sh -c 'sleep 3 # secret=hunter2' 3>&- &
 	pids+=($!)

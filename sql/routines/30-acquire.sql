@@ -218,6 +218,7 @@ BEGIN
   DECLARE v_nitems, v_unqueued INT DEFAULT 0;
   DECLARE v_outcome VARCHAR(10) DEFAULT 'granted';
   DECLARE v_queued, v_ended, v_again TINYINT DEFAULT 0;
+  DECLARE v_created INT DEFAULT 0;                     -- resource rows made
   DECLARE v_key VARCHAR(64) CHARACTER SET ascii;       -- a key item's key, for the log
   DECLARE v_once_res VARCHAR(80) CHARACTER SET ascii;  -- the once key's resource row
   DECLARE v_window DATETIME(6);                        -- and this call's window
@@ -284,10 +285,14 @@ BEGIN
       INTO v_found, v_rkind, v_cap, v_fence, v_ticket, v_paused, v_note
       FROM lr_resources WHERE name = v_name FOR UPDATE;
     IF NOT v_found AND v_kind <> 'semaphore' THEN
-      -- A name deleted before starts above every token it issued.
+      -- A name deleted before (`lockrunctl delete`: its own floor) or
+      -- reclaimed (lr_reclaim: its bucket's) starts above every token it
+      -- issued.
       INSERT IGNORE INTO lr_resources (name, kind, capacity, fence)
       VALUES (v_name, v_kind, IF(v_kind = 'rwlock', 2147483647, 1),
-              COALESCE((SELECT f.fence FROM lr_fence_floor f WHERE f.name = v_name), 0));
+              COALESCE((SELECT MAX(f.fence) FROM lr_fence_floor f
+                         WHERE f.name IN (v_name, CONCAT('~', LEFT(SHA2(v_name, 256), 3)))), 0));
+      SET v_created = v_created + ROW_COUNT();
       SET v_done = 0;
       SELECT 1, kind, capacity, fence, ticket, paused_at, pause_note
         INTO v_found, v_rkind, v_cap, v_fence, v_ticket, v_paused, v_note
@@ -533,6 +538,10 @@ BEGIN
   END LOOP;
   CLOSE s;
   COMMIT;
+  -- Rows made: reclaim idle ones, two for each (a transaction of its own).
+  IF v_created > 0 THEN
+    CALL lr_reclaim(2 * v_created);
+  END IF;
   CALL lr_leave(p_sw, p_lwt);
 
   -- The wake-up chain: hold our wait lock while we have every place,

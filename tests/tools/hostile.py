@@ -20,6 +20,7 @@ error), so a bats test shows every failing case by name at once.
                                   ends with no transaction open
   hostile.py sweeprace            a renewal in flight as its hold's grace ends
                                   is not swept after it said renewed
+  hostile.py reclaim TAG          idle rows an account made are reclaimed
   hostile.py replay               a lease replayed with other items
   hostile.py checklocks           lockrun_check in an open transaction, at
                                   every isolation level, locks no gap
@@ -866,6 +867,79 @@ def cmd_sweeprace():
         run(adm, "UPDATE lr_resources SET used = 0 WHERE name = %s", (name,))
 
 
+# ------------------------------------------------------------------ reclaim
+
+def cmd_reclaim(tag):
+    """Rows any account makes by naming locks: those idle for ten minutes
+    (made so here by the admin) go as new names are made, two per new row,
+    keeping their tokens; a held, a paused and a semaphore row of the same
+    age stay. Prints the names reclaimed, for the test to go on with."""
+    adm = admin()
+    acc = account()
+    A = ("h", 1, "u", "24-hostile")
+    tag = f"{tag}{newid()[:6]}"  # names nobody made before
+    old = {}
+    for i in range(20):
+        kind = ("mutex", "key", "read", "write")[i % 4]
+        nm = f"h-rc-{tag}-old{i:02d}"
+        for _ in range(2):
+            lease = newid()
+            r = call(acc, "lockrun_acquire", f"{kind}:{nm}", newid(), lease, 30000, 0, *A)
+            call(acc, "lockrun_release", lease, "exited", 0, None)
+        row = ("id:" if kind == "key" else "") + nm
+        old[row] = (kind, r.first("fence"))
+    held = newid()
+    call(acc, "lockrun_acquire", f"mutex:h-rc-{tag}-held", newid(), held, 60000, 0, *A)
+    lp = newid()
+    call(acc, "lockrun_acquire", f"mutex:h-rc-{tag}-paused", newid(), lp, 30000, 0, *A)
+    call(acc, "lockrun_release", lp, "exited", 0, None)
+    run(adm, "UPDATE lr_resources SET paused_at = UTC_TIMESTAMP(6) WHERE name = %s", (f"h-rc-{tag}-paused",))
+    run(adm, "INSERT INTO lr_resources (name, kind, capacity) VALUES (%s, 'semaphore', 3)", (f"h-rc-{tag}-sem",))
+    keep = [f"h-rc-{tag}-held", f"h-rc-{tag}-paused", f"h-rc-{tag}-sem"]
+    # The ones to keep the oldest of all, so each reclaim meets them first.
+    run(adm, f"""UPDATE lr_resources SET updated_at = UTC_TIMESTAMP(6) - INTERVAL 3 HOUR
+        WHERE name IN ({', '.join(['%s'] * len(keep))})""", keep)
+    run(adm, f"""UPDATE lr_resources SET updated_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR
+        WHERE name IN ({', '.join(['%s'] * len(old))})""", list(old))
+    names = list(old)
+    marks = ", ".join(["%s"] * len(names))
+
+    def left():
+        return run(adm, f"SELECT COUNT(*) AS n FROM lr_resources WHERE name IN ({marks})", names).first("n")
+    made = 0
+    while left() and made < 40:
+        lease = newid()
+        call(acc, "lockrun_acquire", f"mutex:h-rc-{tag}-new{made:02d}", newid(), lease, 30000, 0, *A)
+        call(acc, "lockrun_release", lease, "exited", 0, None)
+        made += 1
+    n = left()
+    if n:
+        fail("reclaim.idle", f"{n} of {len(old)} rows idle for 2 h still there after {made} new rows")
+    else:
+        ok("reclaim.idle", f"({len(old)} rows reclaimed by {made} new ones)")
+    kept = run(adm, f"SELECT COUNT(*) AS n FROM lr_resources WHERE name IN ({', '.join(['%s'] * len(keep))})",
+               keep).first("n")
+    if kept != 3:
+        fail("reclaim.kept", f"{kept} of the held, paused and semaphore rows left, want 3")
+    else:
+        ok("reclaim.kept")
+    # Made again, each starts above every token it had.
+    low = []
+    for row, (kind, fence) in old.items():
+        nm = row[3:] if row.startswith("id:") else row
+        lease = newid()
+        r = call(acc, "lockrun_acquire", f"{kind}:{nm}", newid(), lease, 30000, 0, *A)
+        call(acc, "lockrun_release", lease, "exited", 0, None)
+        if r.error or r.first("outcome") != "granted" or r.first("fence") <= fence:
+            low.append(f"{row}: {r.first('fence') if not r.error else r!r} after {fence}")
+    if low:
+        fail("reclaim.fences", "; ".join(low[:4]))
+    else:
+        ok("reclaim.fences")
+    call(acc, "lockrun_release", held, "exited", 0, None)
+    run(adm, "UPDATE lr_resources SET paused_at = NULL WHERE name = %s", (f"h-rc-{tag}-paused",))
+
+
 # ------------------------------------------------------------------ replay
 
 def cmd_replay():
@@ -1026,6 +1100,8 @@ def main(argv):
         cmd_ac0paths()
     elif cmd == "sweeprace":
         cmd_sweeprace()
+    elif cmd == "reclaim" and len(argv) == 3:
+        cmd_reclaim(argv[2])
     elif cmd == "replay":
         cmd_replay()
     elif cmd == "checklocks":
