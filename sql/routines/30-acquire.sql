@@ -164,6 +164,13 @@ BEGIN
   IF p_held_as <> p_lease THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request is claimed with the lease the request queued with';
   END IF;
+  -- The caller's read began a transaction under autocommit = 0: end it
+  -- (SET TRANSACTION would fail, 1568). READ COMMITTED, as every
+  -- transaction here that reads rows it then writes: under snapshot
+  -- isolation (MariaDB 11.8's REPEATABLE READ) a row written by another
+  -- since this transaction's first read fails the write with 1020.
+  COMMIT;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SELECT COUNT(*), COALESCE(SUM(expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0)
     INTO v_found, v_live FROM lr_holds WHERE grant_id = p_gid FOR UPDATE;
