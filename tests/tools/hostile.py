@@ -124,6 +124,14 @@ def call(conn, proc, *args):
     return run(conn, f"CALL {proc}({marks})", args)
 
 
+def must_grant(conn, items, lease, ttl=60000):
+    """A set-up acquire that must be granted (else the subcommand stops)."""
+    r = call(conn, "lockrun_acquire", items, newid(), lease, ttl, 0, "h", 1, "u", "24-hostile")
+    if r.error or r.first("outcome") != "granted":
+        raise SystemExit(f"hostile.py: set-up acquire of {items} failed: {r!r}")
+    return r
+
+
 # The admin's view of everything a call could have written: row counts of
 # the four tables the brief names, and checksums of the rows' contents, so a
 # renewal or a heartbeat that slipped through shows as well.
@@ -284,10 +292,7 @@ def cmd_args():
     # Something to renew, release and check (so that a bad call that slips
     # through shows), and a request with places (for poll and dequeue).
     held = newid()
-    r = call(acc, "lockrun_acquire", "mutex:h-arg-held", newid(), held, 60000, 0,
-             "h", 1, "u", "24-hostile")
-    if r.error or r.first("outcome") != "granted":
-        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    must_grant(acc, "mutex:h-arg-held", held)
     queued = newid()
     qconn = account()
     r = call(qconn, "lockrun_acquire", "mutex:h-arg-held", queued, newid(), 60000, 1,
@@ -465,9 +470,7 @@ def cmd_txn():
     adm = admin()
     acc = account()
     held = newid()
-    r = call(acc, "lockrun_acquire", "mutex:h-txn", newid(), held, 60000, 0, "h", 1, "u", "24-hostile")
-    if r.error or r.first("outcome") != "granted":
-        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    must_grant(acc, "mutex:h-txn", held)
     queued = newid()
     qconn = account()
     r = call(qconn, "lockrun_acquire", "mutex:h-txn", queued, newid(), 60000, 1, "h", 1, "u", "24-hostile")
@@ -822,9 +825,7 @@ def cmd_sweeprace():
     acc = account()
     name = f"h-swr-{newid()[:8]}"
     lease = newid()
-    r = call(acc, "lockrun_acquire", f"mutex:{name}", newid(), lease, 30000, 0, "h", 1, "u", "24-hostile")
-    if r.error or r.first("outcome") != "granted":
-        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    r = must_grant(acc, f"mutex:{name}", lease, 30000)
     gid = r.first("grant_id")
     # 4.6 s past its expiry: still renewable for 0.4 s.
     run(adm, """UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 4600000 MICROSECOND
@@ -950,15 +951,11 @@ def cmd_replay():
     adm = admin()
     acc = account()
     victim = newid()
-    r = call(acc, "lockrun_acquire", "mutex:h-rp-victim", newid(), victim, 60000, 0, "h", 1, "u", "24-hostile")
-    if r.error or r.first("outcome") != "granted":
-        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    must_grant(acc, "mutex:h-rp-victim", victim)
     run(adm, "INSERT IGNORE INTO lr_resources (name, kind, capacity) VALUES ('h-rp-sem', 'semaphore', 5)")
     mine = newid()
     items = "mutex:h-rp-mine,semaphore:h-rp-sem:2"
-    r = call(acc, "lockrun_acquire", items, newid(), mine, 60000, 0, "h", 1, "u", "24-hostile")
-    if r.error or r.first("outcome") != "granted":
-        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    r = must_grant(acc, items, mine)
     gid = r.first("grant_id")
     fences = {row["resource"]: row["fence"] for row in r.rows}
     new = f"h-rp-new-{newid()[:8]}"
