@@ -996,6 +996,16 @@ def cmd_replay():
 LEVELS = ["READ UNCOMMITTED", "READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"]
 
 
+def trx_record_locks(adm, conn_id):
+    """The RECORD LOCKS lines of connection conn_id's transaction in SHOW
+    ENGINE INNODB STATUS (innodb_status_output_locks must be on)."""
+    status = run(adm, "SHOW ENGINE INNODB STATUS").rows[0]["Status"]
+    for trx in status.split("---TRANSACTION")[1:]:
+        if re.search(rf"(MySQL|MariaDB) thread id {conn_id},", trx):
+            return [ln for ln in trx.splitlines() if ln.startswith("RECORD LOCKS")]
+    return []
+
+
 def cmd_checklocks():
     """lockrun_check inside a transaction left open, at each isolation
     level, opened by START TRANSACTION or by autocommit = 0: of its own
@@ -1007,6 +1017,8 @@ def cmd_checklocks():
     read locks, the check is refused instead (it must then lock nothing)."""
     adm = admin()
     other = account()
+    was = run(adm, "SELECT @@global.innodb_status_output_locks AS v").first("v")
+    run(adm, "SET GLOBAL innodb_status_output_locks = ON")
     for level in LEVELS:
         for how in ("start-transaction", "autocommit-0"):
             tag = f"checklocks.{level.replace(' ', '-').lower()}.{how}"
@@ -1020,6 +1032,7 @@ def cmd_checklocks():
             run(adm, """UPDATE lr_holds h JOIN lr_grants g ON g.id = h.grant_id
                 SET h.expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE g.request_id = %s""", (lease,))
             chk = account(autocommit=(how != "autocommit-0"))
+            cid = run(chk, "SELECT CONNECTION_ID() AS c").first("c")
             run(chk, f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
             if how == "autocommit-0":
                 run(chk, "SET autocommit = 0")
@@ -1036,6 +1049,13 @@ def cmd_checklocks():
                     why.append(f"check answered {first!r} ({refused}/300 made-up refused), want 1644 SERIALIZABLE")
             elif first.error or (first.first("live"), first.first("holds")) != (0, 1) or refused:
                 why.append(f"check answered {first!r} ({refused}/300 made-up refused), want live 0, holds 1")
+            # Its locks, as the server lists them: records only, no gap.
+            locks = trx_record_locks(adm, cid)
+            gaps = [ln for ln in locks if "locks rec but not gap" not in ln]
+            if gaps:
+                why.append(f"locks a gap or next key: {gaps[:2]}")
+            if level != "SERIALIZABLE" and len(locks) != 2:
+                why.append(f"{len(locks)} record locks listed, want 2 (the grant row, its hold row)")
             # Others meanwhile: three fresh mutexes, and a hand-off.
             t0 = time.monotonic()
             for _ in range(3):
@@ -1076,6 +1096,7 @@ def cmd_checklocks():
                 fail(tag, "; ".join(why))
             else:
                 ok(tag, f"(others served in {took:.2f} s)")
+    run(adm, f"SET GLOBAL innodb_status_output_locks = {int(was)}")
 
 
 def main(argv):
