@@ -27,7 +27,10 @@ DELIMITER //
 -- also ends the grant in the same transaction, so from here on they wait;
 -- read at its latest, it says whether the grant ended meanwhile. Then each
 -- hold row found, locked by (resource, grant_id), answers with its latest
--- expiry and fence. Refused under SERIALIZABLE inside a transaction: there
+-- expiry and fence. (Renew and release lock hold rows before the grant
+-- row: one running at this very moment may deadlock with the check, and
+-- the server rolls one back with 1213, which either side retries; the
+-- other order would lock the gap of a hold deleted meanwhile.) Refused under SERIALIZABLE inside a transaction: there
 -- every read locks, and the lease's look-up alone would lock a gap of the
 -- lease index (a made-up lease a gap where new leases go). Cost: two index
 -- reads, then one primary-key read per hold and one for the grant.
