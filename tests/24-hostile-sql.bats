@@ -5,8 +5,10 @@
 # (python3 + pymysql), tries what an application that wants more than its
 # share could: call the internal routines, sweep a live hold, fake the
 # clock or a grant id, read a waiter's secrets from what it is shown and
-# claim its hand-off, pin a holder's rows in a transaction of its own,
-# feed every public routine bad arguments, and keep state in its session.
+# claim its hand-off, pin a holder's rows in a transaction of its own (at
+# any isolation level, with autocommit off), replay its lease with other
+# items, fill the resource table with made-up names, feed every public
+# routine bad arguments, and keep state in its session.
 # Every test judges from the outside: error numbers and texts, the
 # lockrun children's own records and exit statuses, and the rows as the
 # admin reads them. Resource names start with h- (the server is shared
