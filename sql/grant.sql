@@ -1,6 +1,15 @@
 -- The one grant a lockrun account needs, applied by an administrator in
 -- the lockrun database (mariadb lockrun < sql/grant.sql), before or after
--- `lockrunctl init`:
+-- `lockrunctl init`.
+--
+-- Who: only an account with ADMIN OPTION on the role may grant it, and the
+-- server gives that to the role's creator alone: the administrator that
+-- first ran this file or `lockrunctl init`. Any other fails at the GRANT
+-- with 1698, whatever its privileges, until the creator gives it the
+-- option once:
+--     GRANT lockrun_api TO 'other_admin'@'%' WITH ADMIN OPTION;
+-- (`lockrunctl init` run by such another administrator needs it too when
+-- it moves accounts of API 2 to the role.)
 --
 --     CREATE USER 'lockrun'@'%' IDENTIFIED BY '...';
 CREATE ROLE IF NOT EXISTS lockrun_api;

@@ -77,13 +77,15 @@ static enum lr_txn set_cap_txn(lr_db *db, void *arg)
 	}
 	lr_sb_reset(&sb);
 	/* A new semaphore's tokens start above any a deleted namesake
-	 * handed out (lr_fence_floor, written by lr_admin_delete). */
+	 * handed out (lr_fence_floor: the name's own row, written by
+	 * lr_admin_delete, and its bucket's, by the routines' lr_reclaim). */
 	if (s->old_cap < 0)
 		lr_sb_printf(&sb,
 		             "INSERT INTO lr_resources (name, kind, capacity, fence) "
-		             "VALUES (%s, 'semaphore', %u, COALESCE((SELECT f.fence FROM "
-		             "lr_fence_floor f WHERE f.name = %s), 0))",
-		             lr_sb_str(&q), s->capacity, lr_sb_str(&q));
+		             "VALUES (%s, 'semaphore', %u, COALESCE((SELECT MAX(f.fence) FROM "
+		             "lr_fence_floor f WHERE f.name IN (%s, CONCAT('~', "
+		             "LEFT(SHA2(%s, 256), 3)))), 0))",
+		             lr_sb_str(&q), s->capacity, lr_sb_str(&q), lr_sb_str(&q));
 	else
 		lr_sb_printf(&sb,
 		             "UPDATE lr_resources SET capacity = %u, updated_at = NOW(6) "

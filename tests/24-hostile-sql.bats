@@ -5,8 +5,10 @@
 # (python3 + pymysql), tries what an application that wants more than its
 # share could: call the internal routines, sweep a live hold, fake the
 # clock or a grant id, read a waiter's secrets from what it is shown and
-# claim its hand-off, pin a holder's rows in a transaction of its own,
-# feed every public routine bad arguments, and keep state in its session.
+# claim its hand-off, pin a holder's rows in a transaction of its own (at
+# any isolation level, with autocommit off), replay its lease with other
+# items, fill the resource table with made-up names, feed every public
+# routine bad arguments, and keep state in its session.
 # Every test judges from the outside: error numbers and texts, the
 # lockrun children's own records and exit statuses, and the rows as the
 # admin reads them. Resource names start with h- (the server is shared
@@ -310,6 +312,60 @@ wait_rc() {
 	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE id = $gid")" exited
 }
 
+@test "a live lease replayed with other items (someone else's, one more, another count or kind, a new name) is refused, writing nothing; the same items answer the same grant" {
+	run hostile replay
+	assert_success
+	refute_output --partial FAIL
+	assert_line --regexp '^ok replay\.someone-elses\.enqueue-0 '
+	assert_line 'ok replay.no-new-rows'
+	assert_line --regexp '^ok replay\.same-items '
+}
+
+@test "a renewal under way as its hold's grace ends, committed after a sweep read the hold, keeps it: renewed, the acquirer busy" {
+	run hostile sweeprace
+	assert_success
+	refute_output --partial FAIL
+	assert_line --regexp '^ok sweeprace\.kept '
+}
+
+@test "lockrun_check in a transaction left open, at every isolation level and with autocommit=0, keeps out only the release of the grant it checked" {
+	run hostile checklocks
+	assert_success
+	refute_output --partial FAIL
+	local level
+	for level in read-uncommitted read-committed repeatable-read serializable; do
+		assert_line --regexp "^ok checklocks\.$level\.start-transaction "
+		assert_line --regexp "^ok checklocks\.$level\.autocommit-0 "
+	done
+}
+
+@test "rows an account makes by naming locks are reclaimed once idle for ten minutes, two per new row, and a name made again (or set as a semaphore) starts above its tokens" {
+	run hostile reclaim "$BATS_TEST_NUMBER"
+	assert_success
+	refute_output --partial FAIL
+	assert_line --regexp '^ok reclaim\.idle '
+	assert_line 'ok reclaim.kept'
+	assert_line 'ok reclaim.fences'
+	# lockrunctl set makes a semaphore of a reclaimed name above its tokens.
+	local l fence n
+	n=h-rc-sa-$(newid | cut -c1-8)
+	l=$(newid)
+	fence=$(field fence "$(acq "mutex:$n" "$(newid)" "$l")")
+	rel "$l" >/dev/null
+	sql "UPDATE lr_resources SET updated_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE name = '$n'"
+	local i
+	for i in 1 2 3 4 5; do
+		[[ $(sql "SELECT COUNT(*) FROM lr_resources WHERE name = '$n'") == 1 ]] || break
+		l=$(newid)
+		acq "mutex:$n-made$i" "$(newid)" "$l" >/dev/null
+		rel "$l" >/dev/null
+	done
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources WHERE name = '$n'")" 0
+	ctl set "$n" 2
+	(($(sql "SELECT fence FROM lr_resources WHERE name = '$n'") >= fence)) ||
+		fail "the semaphore starts at $(sql "SELECT fence FROM lr_resources WHERE name = '$n'"), below $fence"
+}
+
 @test "a busy answer's holder is host:pid and the account, never the command line; nor does lockrun -v print it" {
 	"$LOCKRUN" -x h-priv -- sh -c 'sleep 3 # secret=hunter2' 3>&- &
 	pids+=($!)
@@ -402,6 +458,17 @@ wait_rc() {
 	# Every call answered as it would with autocommit.
 	assert_equal "acquire $(jget acquire), renew $(jget renew), enqueue $(jget enqueue), poll $(jget poll), settle $(jget settle), dequeue $(jget dequeue), release $(jget release)" \
 		"acquire granted, renew 1/1, enqueue queued, poll 1, settle queued, dequeue 1, release 1"
+}
+
+@test "autocommit=0: every procedure and path (grant, busy, queued, poll, sleep, host_queue, settle, dequeue, claim, renew, release with hand-off or wake-up) ends with no transaction open; check keeps it until the COMMIT" {
+	run hostile ac0paths
+	assert_success
+	refute_output --partial FAIL
+	assert_line 'ok ac0paths.acquire.claim'
+	assert_line 'ok ac0paths.renew.after-claim'
+	assert_line 'ok ac0paths.release.hand-off'
+	assert_line 'ok ac0paths.release.wakes'
+	assert_line --regexp '^ok ac0paths\.check '
 }
 
 @test "no temporary table in the caller's session, and the caller's user variables change nothing" {

@@ -96,6 +96,28 @@ master() {
 	assert_failure 64
 }
 
+@test "sql/grant.sql run by another administrator: 1698 until the role's creator gives it ADMIN OPTION, as grant.sql says; then its account locks" {
+	master -e "CREATE USER 'dba2'@'%' IDENTIFIED BY 'dba2pw'; GRANT $RDS_PRIVS ON *.* TO 'dba2'@'%' WITH GRANT OPTION;
+		CREATE USER 'app2'@'%' IDENTIFIED BY 'app2pw'"
+	dba2() {
+		MYSQL_PWD=dba2pw mariadb --no-defaults -h 127.0.0.1 -P "$(<"$MG/server.port")" -u dba2 -D lockrun -N -B "$@"
+	}
+	# grant.sql for another account, as that administrator.
+	local g
+	g=$(sed "s/'lockrun'@'%'/'app2'@'%'/g" "$LR_SRC/sql/grant.sql")
+	run dba2 <<<"$g"
+	assert_failure
+	assert_output --partial "ERROR 1698"
+	# What grant.sql says the creator runs once.
+	grep -q "GRANT lockrun_api TO 'other_admin'@'%' WITH ADMIN OPTION;" "$LR_SRC/sql/grant.sql"
+	master -e "GRANT lockrun_api TO 'dba2'@'%' WITH ADMIN OPTION"
+	dba2 <<<"$g"
+	run "$LOCKRUN" -c <(sed 's/^user = .*/user = app2/; s/^password = .*/password = app2pw/' "$MG/runtime.conf") \
+		-x mg-dba2 -- sh -c 'echo "$LOCKRUN_FENCE"'
+	assert_success
+	assert_output 1
+}
+
 @test "doctor, run by the master account, finds nothing that stops lockrun, and knows the binary log is on" {
 	run "$LOCKRUNCTL" -c "$MG/master.conf" doctor
 	refute_line --regexp '^FAIL'

@@ -7,8 +7,9 @@
 --                         dropped, and the start of lr_fresh's minute
 --   10-helpers.sql        lr_enter, lr_leave, lr_lock_name, lr_epoch,
 --                         lr_parse: what every public procedure uses
---   20-sweep.sql          lr_sweep, lr_recount, lr_fresh, lr_unhold: the
---                         sweep and the `used` count
+--   20-sweep.sql          lr_sweep, lr_reclaim, lr_recount, lr_fresh,
+--                         lr_unhold: the sweep, idle rows reclaimed, and
+--                         the `used` count
 --   30-acquire.sql        lockrun_acquire, lr_claim, lr_acquire
 --   40-queue.sql          lr_wait_lock, lr_heartbeat, lockrun_poll,
 --                         lockrun_sleep, lockrun_dequeue,

@@ -2,8 +2,9 @@
 -- (How these files are applied: 00-start.sql.)
 --
 -- Internal, for the public procedures: the bounded sweep of expired holds
--- and queue places, and what keeps each resource's `used` (the permits of
--- its holds) right without triggers.
+-- and queue places, the reclaiming of idle resource rows, and what keeps
+-- each resource's `used` (the permits of its holds) right without
+-- triggers.
 
 DELIMITER //
 
@@ -34,9 +35,21 @@ BEGIN
     l: LOOP
       FETCH c INTO v_gid, v_exp;
       IF v_done THEN LEAVE l; END IF;
-      UPDATE lr_grants SET ended_at = v_exp, end_reason = 'expired'
-       WHERE id = v_gid AND ended_at IS NULL;
-      DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid;
+      -- The expiry is checked again where the hold is deleted, and the
+      -- grant ends only if it was. A renewal does not take the resource
+      -- row the caller holds; it renews only holds within the grace, so
+      -- one that starts after the cursor read cannot renew this hold, and
+      -- one already under way when the cursor read it holds the hold row
+      -- until it commits: so far the locking reads of `IF EXISTS` (here
+      -- and in lr_acquire) waited for it, and then saw it renewed. This
+      -- DELETE waits too, and decides on what the renewal committed,
+      -- whatever read the caller made. Hold row, then grant row: the order
+      -- of renew and release.
+      DELETE FROM lr_holds WHERE resource = p_res AND grant_id = v_gid AND expires_at <= v_cut;
+      IF ROW_COUNT() > 0 THEN
+        UPDATE lr_grants SET ended_at = v_exp, end_reason = 'expired'
+         WHERE id = v_gid AND ended_at IS NULL;
+      END IF;
     END LOOP;
     CLOSE c;
     CALL lr_recount(p_res);
@@ -45,6 +58,57 @@ BEGIN
     DELETE FROM lr_waiters WHERE resource = p_res AND expires_at <= v_cut
      ORDER BY expires_at LIMIT 20;
   END IF;
+END//
+
+-- Reclaims up to p_n idle resource rows, for lr_acquire after it created
+-- rows (migration 11): rows of a mutex, read-write lock or key, which any
+-- acquire creates, that nobody has granted, released or waited for in ten
+-- minutes (updated_at; no holds, no waiters, `used` 0) and that are not
+-- paused; never a semaphore (`lockrunctl set` makes those). Each creation
+-- pays for up to two deletions, so an account that makes up names keeps
+-- at most about 1.5 times what it made in the last ten minutes. Every
+-- token of a name lives on: its fence is folded into its bucket's floor
+-- in lr_fence_floor ('~' and the first 3 hex digits of the name's SHA-256),
+-- which a new row of the name starts above (lr_acquire, `lockrunctl set`).
+-- Best effort, in its own transaction after the caller's COMMIT: a row
+-- locked by anyone is skipped (SKIP LOCKED: no lock-order wait), and any
+-- error only ends the step. Cost: an index read of the oldest rows, and
+-- two writes per row reclaimed.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_reclaim(IN p_n INT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_fence BIGINT UNSIGNED;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_name = NULL;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION ROLLBACK;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  l: WHILE v_i < p_n DO
+    SET v_name = NULL, v_i = v_i + 1;
+    -- Under the row's lock nobody grants or queues on it (both lock it
+    -- first), so what this finds idle stays idle until the DELETE.
+    SELECT r.name, r.fence INTO v_name, v_fence FROM lr_resources r
+     WHERE r.updated_at < UTC_TIMESTAMP(6) - INTERVAL 600 SECOND
+       AND r.kind <> 'semaphore' AND r.used = 0 AND r.paused_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM lr_holds h WHERE h.resource = r.name)
+       AND NOT EXISTS (SELECT 1 FROM lr_waiters w WHERE w.resource = r.name)
+     ORDER BY r.updated_at LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF v_name IS NULL THEN
+      LEAVE l;
+    END IF;
+    -- Read again without SKIP LOCKED, which would pass over a hold row
+    -- that a renewal has locked.
+    IF EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name)
+       OR EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_name) THEN
+      LEAVE l;
+    END IF;
+    INSERT INTO lr_fence_floor (name, fence, deleted_at)
+    VALUES (CONCAT('~', LEFT(SHA2(v_name, 256), 3)), v_fence, UTC_TIMESTAMP(6))
+    ON DUPLICATE KEY UPDATE fence = GREATEST(fence, VALUES(fence)), deleted_at = VALUES(deleted_at);
+    DELETE FROM lr_resources WHERE name = v_name;
+  END WHILE;
+  COMMIT;
 END//
 
 -- Sets `used` of resource p_res, whose row the caller holds locked, to the
@@ -90,7 +154,7 @@ BEGIN
   CALL lr_fresh(v_fresh);
   IF NOT v_fresh THEN
     UPDATE lr_resources r JOIN lr_holds h ON h.resource = r.name
-       SET r.used = IF(r.used >= h.permits, r.used - h.permits, 0)
+       SET r.used = IF(r.used >= h.permits, r.used - h.permits, 0), r.updated_at = UTC_TIMESTAMP(6)
      WHERE h.grant_id = p_gid;
   END IF;
   DELETE FROM lr_holds WHERE grant_id = p_gid;

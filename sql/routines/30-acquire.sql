@@ -164,6 +164,13 @@ BEGIN
   IF p_held_as <> p_lease THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: the grant handed to this request is claimed with the lease the request queued with';
   END IF;
+  -- The caller's read began a transaction under autocommit = 0: end it
+  -- (SET TRANSACTION would fail, 1568). READ COMMITTED, as every
+  -- transaction here that reads rows it then writes: under snapshot
+  -- isolation (MariaDB 11.8's REPEATABLE READ) a row written by another
+  -- since this transaction's first read fails the write with 1020.
+  COMMIT;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SELECT COUNT(*), COALESCE(SUM(expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0)
     INTO v_found, v_live FROM lr_holds WHERE grant_id = p_gid FOR UPDATE;
@@ -188,6 +195,9 @@ BEGIN
     JOIN lr_holds h ON h.grant_id = i.grant_id AND h.resource = i.resource
     JOIN lr_resources r ON r.name = i.resource
    WHERE i.grant_id = p_gid ORDER BY i.resource;
+  -- That read began a transaction under autocommit = 0: end it, so the
+  -- claimer's renewal may run.
+  COMMIT;
 END//
 
 -- The acquire proper (lockrun_acquire), once the items are parsed into the
@@ -215,6 +225,7 @@ BEGIN
   DECLARE v_nitems, v_unqueued INT DEFAULT 0;
   DECLARE v_outcome VARCHAR(10) DEFAULT 'granted';
   DECLARE v_queued, v_ended, v_again TINYINT DEFAULT 0;
+  DECLARE v_created INT DEFAULT 0;                     -- resource rows made
   DECLARE v_key VARCHAR(64) CHARACTER SET ascii;       -- a key item's key, for the log
   DECLARE v_once_res VARCHAR(80) CHARACTER SET ascii;  -- the once key's resource row
   DECLARE v_window DATETIME(6);                        -- and this call's window
@@ -281,10 +292,14 @@ BEGIN
       INTO v_found, v_rkind, v_cap, v_fence, v_ticket, v_paused, v_note
       FROM lr_resources WHERE name = v_name FOR UPDATE;
     IF NOT v_found AND v_kind <> 'semaphore' THEN
-      -- A name deleted before starts above every token it issued.
+      -- A name deleted before (`lockrunctl delete`: its own floor) or
+      -- reclaimed (lr_reclaim: its bucket's) starts above every token it
+      -- issued.
       INSERT IGNORE INTO lr_resources (name, kind, capacity, fence)
       VALUES (v_name, v_kind, IF(v_kind = 'rwlock', 2147483647, 1),
-              COALESCE((SELECT f.fence FROM lr_fence_floor f WHERE f.name = v_name), 0));
+              COALESCE((SELECT MAX(f.fence) FROM lr_fence_floor f
+                         WHERE f.name IN (v_name, CONCAT('~', LEFT(SHA2(v_name, 256), 3)))), 0));
+      SET v_created = v_created + ROW_COUNT();
       SET v_done = 0;
       SELECT 1, kind, capacity, fence, ticket, paused_at, pause_note
         INTO v_found, v_rkind, v_cap, v_fence, v_ticket, v_paused, v_note
@@ -357,8 +372,11 @@ BEGIN
   CLOSE c;
   SET v_done = 0;
 
-  -- 2. Idempotent: this lease already granted and not ended? Return it.
-  --    Ended (released, or a settlement's tombstone)? Then this is a late
+  -- 2. Idempotent: this lease already granted and not ended? Return it,
+  --    if this call is a replay of the request that got it: the same
+  --    items, kinds and permits (its lr_grant_items); else refused, and
+  --    the caller's handler rolls back what step 1 wrote. Ended
+  --    (released, or a settlement's tombstone)? Then this is a late
   --    call whose answer nobody will read: it must neither grant nor
   --    queue. Read after the rows are locked, so a settlement either
   --    waited for this call or committed before it.
@@ -366,6 +384,13 @@ BEGIN
   SET v_done = 0;
   IF v_ended THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was used already; take a new one';
+  END IF;
+  IF v_gid IS NOT NULL AND ((SELECT COUNT(*) FROM lr_grant_items WHERE grant_id = v_gid) <> v_nitems
+     OR EXISTS (SELECT 1 FROM JSON_TABLE(p_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name',
+                  kind VARCHAR(10) PATH '$.kind', permits BIGINT UNSIGNED PATH '$.permits')) j
+                 WHERE NOT EXISTS (SELECT 1 FROM lr_grant_items i WHERE i.grant_id = v_gid
+                                    AND i.resource = j.name AND i.kind = j.kind AND i.permits = j.permits))) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was granted for other items; a replay must name the same items, kinds and counts (take a new lease id for another request)';
   END IF;
   IF v_outcome = 'invalid' THEN
     SET v_gid = NULL;
@@ -520,6 +545,10 @@ BEGIN
   END LOOP;
   CLOSE s;
   COMMIT;
+  -- Rows made: reclaim idle ones, two for each (a transaction of its own).
+  IF v_created > 0 THEN
+    CALL lr_reclaim(2 * v_created);
+  END IF;
   CALL lr_leave(p_sw, p_lwt);
 
   -- The wake-up chain: hold our wait lock while we have every place,

@@ -68,6 +68,11 @@ BEGIN
     RESIGNAL;
   END;
   CALL lr_enter('lockrun_poll', 9, p_request, NULL, NULL, v_sw, v_lwt, v_galera);
+  -- READ COMMITTED: the count reads the places the heartbeat then writes,
+  -- which the request's sleeper (lockrun_sleep, another connection) may
+  -- have written since; under snapshot isolation (MariaDB 11.8's
+  -- REPEATABLE READ) that write would fail with 1020.
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SELECT COUNT(*), UTC_TIMESTAMP(6) INTO v_places, v_now FROM lr_waiters WHERE request_id = p_request;
   SET v_cut = v_now - INTERVAL 5000000 MICROSECOND;

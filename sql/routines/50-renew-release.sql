@@ -314,6 +314,9 @@ proc: BEGIN
       CLOSE wc;
     END IF;
   END; END IF;
+  -- The wake-up reads began a transaction under autocommit = 0: end it,
+  -- so the caller's next writer may run.
+  COMMIT;
 END//
 
 -- lockrun_release: gives the lease's holds back, closes its lock-log entry
@@ -379,7 +382,8 @@ BEGIN
         FROM lr_resources WHERE name = v_res FOR UPDATE;
     END IF;
     IF v_fast THEN
-      UPDATE lr_resources SET used = IF(used >= v_permits, used - v_permits, 0) WHERE name = v_res;
+      UPDATE lr_resources SET used = IF(used >= v_permits, used - v_permits, 0),
+             updated_at = UTC_TIMESTAMP(6) WHERE name = v_res;
       DELETE FROM lr_holds WHERE resource = v_res AND grant_id = v_gid;
       SET v_released = 1;
       UPDATE lr_grants SET ended_at = UTC_TIMESTAMP(6), end_reason = p_reason,

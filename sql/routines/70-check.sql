@@ -7,22 +7,50 @@ DELIMITER //
 -- lockrun_check: for applications, INSIDE their own transaction, right
 -- before COMMIT: is the grant of lease p_lease (the grant's secret: a
 -- client can check only its own grants) live on p_resource, or on all its
--- resources when NULL, and with which fence? Share-locks the hold rows
--- until the caller's transaction ends, so no sweep or release on this
--- server removes them before the caller commits; the holder's renewal
--- waits for it too, so keep what follows short. On a Galera node a share
--- lock is local, so it writes the hold rows instead (checks + 1): they are
--- then in the caller's write set, certification orders its COMMIT against
--- any release or sweep of them on another node, and whichever comes
--- second fails (the caller's COMMIT with 1213).
+-- resources when NULL, and with which fence? Until the caller's
+-- transaction ends, no sweep or release on this server removes the holds
+-- it found; the holder's renewal waits for it too, so keep what follows
+-- short. On a Galera node a share lock is local, so it writes the hold
+-- rows instead (checks + 1): they are then in the caller's write set,
+-- certification orders its COMMIT against any release or sweep of them
+-- on another node, and whichever comes second fails (the caller's COMMIT
+-- with 1213).
+--
+-- It runs in the caller's transaction, at the caller's isolation level,
+-- and its locks last as long as that transaction, so it locks exactly the
+-- rows it found, each by its full primary key (a record lock, never a gap
+-- or next-key lock, which would keep other grants out): a lease nobody
+-- holds locks nothing. First two reads that lock nothing below
+-- SERIALIZABLE: the grant's id (by the lease) and its hold rows. Then the
+-- grant row, share-locked by its id: it always exists, and every path that
+-- deletes holds of a live grant (release, sweep, settle, force release)
+-- also ends the grant in the same transaction, so from here on they wait;
+-- read at its latest, it says whether the grant ended meanwhile. Then each
+-- hold row found, locked by (resource, grant_id), answers with its latest
+-- expiry and fence. (Renew and release lock hold rows before the grant
+-- row: one running at this very moment may deadlock with the check, and
+-- the server rolls one back with 1213, which either side retries; the
+-- other order would lock the gap of a hold deleted meanwhile.) Refused under SERIALIZABLE inside a transaction: there
+-- every read locks, and the lease's look-up alone would lock a gap of the
+-- lease index (a made-up lease a gap where new leases go). Cost: two index
+-- reads, then one primary-key read per hold and one for the grant.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_check(
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_resource VARCHAR(80) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_sw, v_lwt BIGINT;
-  DECLARE v_galera TINYINT;
+  DECLARE v_galera, v_open TINYINT;
   DECLARE v_gid BIGINT UNSIGNED;
-  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
+  DECLARE v_done, v_holds INT DEFAULT 0;
+  DECLARE v_res VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_exp, v_min DATETIME(6);
+  DECLARE v_fence, v_max BIGINT UNSIGNED;
+  DECLARE v_iso VARCHAR(40) DEFAULT '';
+  -- The hold rows' keys, read without a lock (the caller's level is below
+  -- SERIALIZABLE or it has no transaction).
+  DECLARE c CURSOR FOR SELECT resource FROM lr_holds
+    WHERE grant_id = v_gid AND (p_resource IS NULL OR resource = p_resource);
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL lr_leave(v_sw, v_lwt);
@@ -33,18 +61,44 @@ BEGIN
                                  OR p_resource REGEXP '[[:cntrl:]]') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: invalid resource: use a lock name, or id:KEY for a key';
   END IF;
-  SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
-  IF v_galera AND v_gid IS NOT NULL THEN
-    UPDATE lr_holds SET checks = checks + 1
-     WHERE grant_id = v_gid AND (p_resource IS NULL OR resource = p_resource);
+  -- The session's level, by either name the servers give it
+  -- (transaction_isolation on later ones).
+  SELECT VARIABLE_VALUE INTO v_iso FROM information_schema.SESSION_VARIABLES
+   WHERE VARIABLE_NAME IN ('TX_ISOLATION', 'TRANSACTION_ISOLATION') LIMIT 1;
+  SET v_done = 0;
+  IF (@@in_transaction OR NOT @@autocommit) AND v_iso = 'SERIALIZABLE' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_check: not in a SERIALIZABLE transaction (every read there locks ranges of lockrun''s tables until you commit); check at READ COMMITTED or REPEATABLE READ';
   END IF;
-  SELECT COALESCE(COUNT(*) > 0 AND MIN(expires_at) > UTC_TIMESTAMP(6), 0) AS live,
-         COUNT(*) AS holds,
-         IF(COUNT(*) = 1 OR p_resource IS NOT NULL, MAX(fence), NULL) AS fence,
-         GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(expires_at)) DIV 1000, 0) AS remaining_ms,
-         3 AS api
-    FROM lr_holds WHERE grant_id = v_gid
-     AND (p_resource IS NULL OR resource = p_resource) LOCK IN SHARE MODE;
+  SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
+  SET v_done = 0;
+  IF v_gid IS NOT NULL THEN
+    SELECT ended_at IS NULL INTO v_open FROM lr_grants WHERE id = v_gid LOCK IN SHARE MODE;
+    SET v_done = 0;
+  END IF;
+  IF v_open THEN
+    OPEN c;
+    l: LOOP
+      FETCH c INTO v_res;
+      IF v_done THEN LEAVE l; END IF;
+      IF v_galera THEN
+        UPDATE lr_holds SET checks = checks + 1 WHERE resource = v_res AND grant_id = v_gid;
+      END IF;
+      SET v_exp = NULL;
+      SELECT expires_at, fence INTO v_exp, v_fence FROM lr_holds
+       WHERE resource = v_res AND grant_id = v_gid LOCK IN SHARE MODE;
+      SET v_done = 0;
+      IF v_exp IS NOT NULL THEN
+        SET v_holds = v_holds + 1, v_min = LEAST(COALESCE(v_min, v_exp), v_exp),
+            v_max = GREATEST(COALESCE(v_max, v_fence), v_fence);
+      END IF;
+    END LOOP;
+    CLOSE c;
+  END IF;
+  SELECT COALESCE(v_holds > 0 AND v_min > UTC_TIMESTAMP(6), 0) AS live,
+         v_holds AS holds,
+         IF(v_holds = 1 OR p_resource IS NOT NULL, v_max, NULL) AS fence,
+         GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), v_min) DIV 1000, 0) AS remaining_ms,
+         3 AS api;
   CALL lr_leave(v_sw, v_lwt);
 END//
 

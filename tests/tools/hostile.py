@@ -16,6 +16,14 @@ error), so a bats test shows every failing case by name at once.
   hostile.py txn                  writers inside an open transaction
   hostile.py ac0 OUT SECS HOLDRES the autocommit=0 session (see cmd_ac0)
   hostile.py session              no temporary tables, user variables ignored
+  hostile.py ac0paths             every procedure and path under autocommit=0
+                                  ends with no transaction open
+  hostile.py sweeprace            a renewal in flight as its hold's grace ends
+                                  is not swept after it said renewed
+  hostile.py reclaim TAG          idle rows an account made are reclaimed
+  hostile.py replay               a lease replayed with other items
+  hostile.py checklocks           lockrun_check in an open transaction, at
+                                  every isolation level, locks no gap
 
 Needs python3 and pymysql (Debian: python3-pymysql), nothing else.
 """
@@ -25,6 +33,7 @@ import os
 import re
 import secrets
 import sys
+import threading
 import time
 
 import pymysql
@@ -113,6 +122,14 @@ def run(conn, sql, args=None):
 def call(conn, proc, *args):
     marks = ", ".join(["%s"] * len(args))
     return run(conn, f"CALL {proc}({marks})", args)
+
+
+def must_grant(conn, items, lease, ttl=60000):
+    """A set-up acquire that must be granted (else the subcommand stops)."""
+    r = call(conn, "lockrun_acquire", items, newid(), lease, ttl, 0, "h", 1, "u", "24-hostile")
+    if r.error or r.first("outcome") != "granted":
+        raise SystemExit(f"hostile.py: set-up acquire of {items} failed: {r!r}")
+    return r
 
 
 # The admin's view of everything a call could have written: row counts of
@@ -275,10 +292,7 @@ def cmd_args():
     # Something to renew, release and check (so that a bad call that slips
     # through shows), and a request with places (for poll and dequeue).
     held = newid()
-    r = call(acc, "lockrun_acquire", "mutex:h-arg-held", newid(), held, 60000, 0,
-             "h", 1, "u", "24-hostile")
-    if r.error or r.first("outcome") != "granted":
-        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    must_grant(acc, "mutex:h-arg-held", held)
     queued = newid()
     qconn = account()
     r = call(qconn, "lockrun_acquire", "mutex:h-arg-held", queued, newid(), 60000, 1,
@@ -456,9 +470,7 @@ def cmd_txn():
     adm = admin()
     acc = account()
     held = newid()
-    r = call(acc, "lockrun_acquire", "mutex:h-txn", newid(), held, 60000, 0, "h", 1, "u", "24-hostile")
-    if r.error or r.first("outcome") != "granted":
-        raise SystemExit(f"hostile.py: set-up acquire failed: {r!r}")
+    must_grant(acc, "mutex:h-txn", held)
     queued = newid()
     qconn = account()
     r = call(qconn, "lockrun_acquire", "mutex:h-txn", queued, newid(), 60000, 1, "h", 1, "u", "24-hostile")
@@ -683,6 +695,410 @@ def cmd_session():
         ok("session.cycle", "(acquire, enqueue, poll, settle, renew, check, dequeue, release)")
 
 
+# ------------------------------------------------------------------ ac0paths
+
+def cmd_ac0paths():
+    """Under autocommit = 0 every CALL of a writer must end with no
+    transaction open (@@in_transaction = 0), on every path: else the
+    session's next writer is refused ('call it outside a transaction') and
+    whatever the call read stays in a transaction of the caller's.
+    lockrun_check is the exception, by design: its locks last until the
+    caller's COMMIT, after which the next writer runs."""
+    conn = account(autocommit=False)
+    run(conn, "SET autocommit = 0")
+    side = account()
+    A = ("h", 1, "u", "24-hostile")
+
+    def uniq(prefix):
+        return f"h-a0p-{prefix}-{newid()[:8]}"
+
+    def step(name, r, want=None):
+        intx = run(conn, "SELECT @@in_transaction AS t").first("t")
+        why = []
+        if r.error:
+            why.append(f"error {r.errno} {r.msg!r}")
+        elif want and not want(r):
+            why.append(f"answered {r.rows[:2]!r}")
+        if intx:
+            why.append("left a transaction open")
+            run(conn, "ROLLBACK")
+        if why:
+            fail(f"ac0paths.{name}", "; ".join(why))
+        else:
+            ok(f"ac0paths.{name}")
+
+    def outcome(o):
+        return lambda r: r.first("outcome") == o
+
+    # Grants: the common path, and lr_acquire's.
+    l1, x = newid(), uniq("g")
+    step("acquire.granted", call(conn, "lockrun_acquire", f"mutex:{x}", newid(), l1, 30000, 0, *A),
+         outcome("granted"))
+    step("acquire.granted-again", call(conn, "lockrun_acquire", f"mutex:{x}", newid(), l1, 30000, 0, *A),
+         outcome("granted"))
+    l2, y, z = newid(), uniq("g2"), uniq("g3")
+    step("acquire.granted-two", call(conn, "lockrun_acquire", f"mutex:{y},mutex:{z}", newid(), l2, 30000, 0,
+                                     *A), outcome("granted"))
+    step("renew", call(conn, "lockrun_renew", l1, 30000), lambda r: r.first("renewed") == 1)
+    step("renew.unknown", call(conn, "lockrun_renew", newid(), 30000), lambda r: r.first("renewed") == 0)
+    # Busy, queued, and the waiter's calls.
+    req, lq = newid(), newid()
+    step("acquire.busy", call(conn, "lockrun_acquire", f"mutex:{x}", req, lq, 30000, 0, *A), outcome("busy"))
+    step("acquire.queued", call(conn, "lockrun_acquire", f"mutex:{x}", req, lq, 30000, 1, *A), outcome("queued"))
+    step("acquire.still-queued", call(conn, "lockrun_acquire", f"mutex:{x}", req, lq, 30000, 1, *A),
+         outcome("busy"))
+    step("poll", call(conn, "lockrun_poll", req), lambda r: len(r.rows) == 1)
+    step("sleep", call(conn, "lockrun_sleep", req, 10), lambda r: r.first("places") == 1)
+    step("host_queue", call(conn, "lockrun_host_queue", req, 2), lambda r: r.first("places") == 1)
+    step("settle.queued", call(conn, "lockrun_settle", f"mutex:{x}", req, newid()), outcome("queued"))
+    step("settle.granted", call(conn, "lockrun_settle", f"mutex:{x}", newid(), l1), outcome("granted"))
+    step("settle.none", call(conn, "lockrun_settle", f"mutex:{uniq('s')}", newid(), newid()), outcome("none"))
+    step("dequeue", call(conn, "lockrun_dequeue", req), lambda r: r.first("removed") == 1)
+    # Claim: queued behind a holder that releases (the hand-off).
+    hold, w = newid(), uniq("c")
+    call(side, "lockrun_acquire", f"mutex:{w}", newid(), hold, 30000, 0, *A)
+    req, lc = newid(), newid()
+    call(conn, "lockrun_acquire", f"mutex:{w}", req, lc, 30000, 1, *A)
+    run(conn, "ROLLBACK")
+    call(side, "lockrun_release", hold, "exited", 0, None)
+    step("acquire.claim", call(conn, "lockrun_acquire", f"mutex:{w}", req, lc, 30000, 1, *A), outcome("granted"))
+    step("renew.after-claim", call(conn, "lockrun_renew", lc, 30000), lambda r: r.first("renewed") == 1)
+    # A release that hands off to a waiter, with its sleeper registered.
+    sreq, sl = newid(), newid()
+    call(side, "lockrun_acquire", f"mutex:{w}", sreq, sl, 30000, 1, *A)
+    call(side, "lockrun_sleep", sreq, 1)
+    step("release.hand-off", call(conn, "lockrun_release", lc, "exited", 0, None),
+         lambda r: r.first("released") == 1)
+    # A release whose waiter cannot be handed the grant (two items): it is
+    # woken instead (lr_release's wake-up reads).
+    hold2, v = newid(), uniq("v")
+    call(conn, "lockrun_acquire", f"mutex:{v}", newid(), hold2, 30000, 0, *A)
+    vreq = newid()
+    call(side, "lockrun_acquire", f"mutex:{v},mutex:{uniq('v2')}", vreq, newid(), 30000, 1, *A)
+    call(side, "lockrun_sleep", vreq, 1)
+    step("release.wakes", call(conn, "lockrun_release", hold2, "exited", 0, None),
+         lambda r: r.first("released") == 1)
+    call(side, "lockrun_dequeue", vreq)
+    # Dequeue that gives a handed grant back (and hands it on).
+    req, ld = newid(), newid()
+    call(conn, "lockrun_acquire", f"mutex:{w}", req, ld, 30000, 1, *A)
+    run(conn, "ROLLBACK")
+    call(side, "lockrun_acquire", f"mutex:{w}", sreq, sl, 30000, 1, *A)
+    call(side, "lockrun_release", sl, "exited", 0, None)
+    step("dequeue.returned", call(conn, "lockrun_dequeue", req), lambda r: r.first("returned") == 1)
+    # Releases: the common one, and lr_release's (two holds).
+    step("release", call(conn, "lockrun_release", l1, "exited", 0, None), lambda r: r.first("released") == 1)
+    step("release.two", call(conn, "lockrun_release", l2, "exited", 0, None), lambda r: r.first("released") == 2)
+    step("release.unknown", call(conn, "lockrun_release", newid(), "exited", 0, None),
+         lambda r: r.first("released") == 0)
+    step("release.preload", call(conn, "lockrun_release", None, None, None, None),
+         lambda r: r.first("released") == 0)
+    # The check keeps the caller's transaction (its locks must last until
+    # the COMMIT); after the COMMIT the next writer runs.
+    lk = newid()
+    call(conn, "lockrun_acquire", f"mutex:{uniq('k')}", newid(), lk, 30000, 0, *A)
+    r = call(conn, "lockrun_check", lk, None)
+    intx = run(conn, "SELECT @@in_transaction AS t").first("t")
+    run(conn, "COMMIT")
+    r2 = call(conn, "lockrun_renew", lk, 30000)
+    if r.error or r.first("live") != 1 or intx != 1 or r2.error:
+        fail("ac0paths.check", f"check {r!r}, in transaction {intx}, renew after COMMIT {r2!r}")
+    else:
+        ok("ac0paths.check", "(open until the COMMIT, by design)")
+    run(conn, "COMMIT")
+    call(conn, "lockrun_release", lk, "exited", 0, None)
+    run(conn, "ROLLBACK")
+    side.close()
+    conn.close()
+
+
+# ------------------------------------------------------------------ sweeprace
+
+def cmd_sweeprace():
+    """A renewal that read its hold within the grace, but commits only after
+    the grace ended, while an acquire sweeps the resource: the sweep read
+    the hold before the renewal committed. The renewal answers renewed, so
+    the hold must stay: the acquirer is busy and the grant goes on. (The
+    admin holds the grant row locked for 1.2 s so that both wait there, in
+    this order.)"""
+    adm = admin()
+    acc = account()
+    name = f"h-swr-{newid()[:8]}"
+    lease = newid()
+    r = must_grant(acc, f"mutex:{name}", lease, 30000)
+    gid = r.first("grant_id")
+    # 4.6 s past its expiry: still renewable for 0.4 s.
+    run(adm, """UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 4600000 MICROSECOND
+        WHERE grant_id = %s""", (gid,))
+    gate = admin()
+    run(gate, "START TRANSACTION")
+    run(gate, "SELECT id FROM lr_grants WHERE id = %s FOR UPDATE", (gid,))
+    out = {}
+
+    def renew():
+        out["renew"] = call(account(), "lockrun_renew", lease, 30000)
+
+    def acquire():
+        out["acquire"] = call(account(), "lockrun_acquire", f"mutex:{name}", newid(), newid(), 30000, 0,
+                              "h", 2, "u", "24-hostile")
+    tr = threading.Thread(target=renew)
+    tr.start()
+    time.sleep(0.6)  # the hold's old expiry is now past the grace
+    ta = threading.Thread(target=acquire)
+    ta.start()
+    time.sleep(0.6)
+    run(gate, "COMMIT")
+    tr.join()
+    ta.join()
+    rn, aq = out["renew"], out["acquire"]
+    row = run(adm, """SELECT g.ended_at IS NULL AS open, COUNT(h.grant_id) AS holds,
+        COALESCE(MIN(h.expires_at) > UTC_TIMESTAMP(6) + INTERVAL 20 SECOND, 0) AS renewed
+        FROM lr_grants g LEFT JOIN lr_holds h ON h.grant_id = g.id WHERE g.id = %s GROUP BY g.id""",
+              (gid,)).rows[0]
+    if rn.error or rn.first("renewed") != 1:
+        fail("sweeprace.renewed", f"the renewal answered {rn!r}")
+    elif aq.error or aq.first("outcome") != "busy" or (row["open"], row["holds"], row["renewed"]) != (1, 1, 1):
+        fail("sweeprace.kept", f"renewed, yet the acquire answered {aq!r}; the grant: {row!r}")
+    else:
+        ok("sweeprace.kept", "(renewed; the acquire busy; the hold kept)")
+    call(acc, "lockrun_release", lease, "exited", 0, None)
+    if not aq.error and aq.first("outcome") == "granted":
+        # Undo the double grant of the failing case.
+        run(adm, "DELETE FROM lr_holds WHERE grant_id = %s", (aq.first("grant_id"),))
+        run(adm, "UPDATE lr_resources SET used = 0 WHERE name = %s", (name,))
+
+
+# ------------------------------------------------------------------ reclaim
+
+def cmd_reclaim(tag):
+    """Rows any account makes by naming locks: those idle for ten minutes
+    (made so here by the admin) go as new names are made, two per new row,
+    keeping their tokens; a held, a paused and a semaphore row of the same
+    age stay. Prints the names reclaimed, for the test to go on with."""
+    adm = admin()
+    acc = account()
+    A = ("h", 1, "u", "24-hostile")
+    tag = f"{tag}{newid()[:6]}"  # names nobody made before
+    old = {}
+    for i in range(20):
+        kind = ("mutex", "key", "read", "write")[i % 4]
+        nm = f"h-rc-{tag}-old{i:02d}"
+        for _ in range(2):
+            lease = newid()
+            r = call(acc, "lockrun_acquire", f"{kind}:{nm}", newid(), lease, 30000, 0, *A)
+            call(acc, "lockrun_release", lease, "exited", 0, None)
+        row = ("id:" if kind == "key" else "") + nm
+        old[row] = (kind, r.first("fence"))
+    held = newid()
+    call(acc, "lockrun_acquire", f"mutex:h-rc-{tag}-held", newid(), held, 60000, 0, *A)
+    lp = newid()
+    call(acc, "lockrun_acquire", f"mutex:h-rc-{tag}-paused", newid(), lp, 30000, 0, *A)
+    call(acc, "lockrun_release", lp, "exited", 0, None)
+    run(adm, "UPDATE lr_resources SET paused_at = UTC_TIMESTAMP(6) WHERE name = %s", (f"h-rc-{tag}-paused",))
+    run(adm, "INSERT INTO lr_resources (name, kind, capacity) VALUES (%s, 'semaphore', 3)", (f"h-rc-{tag}-sem",))
+    keep = [f"h-rc-{tag}-held", f"h-rc-{tag}-paused", f"h-rc-{tag}-sem"]
+    # The ones to keep the oldest of all, so each reclaim meets them first.
+    run(adm, f"""UPDATE lr_resources SET updated_at = UTC_TIMESTAMP(6) - INTERVAL 3 HOUR
+        WHERE name IN ({', '.join(['%s'] * len(keep))})""", keep)
+    run(adm, f"""UPDATE lr_resources SET updated_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR
+        WHERE name IN ({', '.join(['%s'] * len(old))})""", list(old))
+    names = list(old)
+    marks = ", ".join(["%s"] * len(names))
+
+    def left():
+        return run(adm, f"SELECT COUNT(*) AS n FROM lr_resources WHERE name IN ({marks})", names).first("n")
+    made = 0
+    while left() and made < 40:
+        lease = newid()
+        call(acc, "lockrun_acquire", f"mutex:h-rc-{tag}-new{made:02d}", newid(), lease, 30000, 0, *A)
+        call(acc, "lockrun_release", lease, "exited", 0, None)
+        made += 1
+    n = left()
+    if n:
+        fail("reclaim.idle", f"{n} of {len(old)} rows idle for 2 h still there after {made} new rows")
+    else:
+        ok("reclaim.idle", f"({len(old)} rows reclaimed by {made} new ones)")
+    kept = run(adm, f"SELECT COUNT(*) AS n FROM lr_resources WHERE name IN ({', '.join(['%s'] * len(keep))})",
+               keep).first("n")
+    if kept != 3:
+        fail("reclaim.kept", f"{kept} of the held, paused and semaphore rows left, want 3")
+    else:
+        ok("reclaim.kept")
+    # Made again, each starts above every token it had.
+    low = []
+    for row, (kind, fence) in old.items():
+        nm = row[3:] if row.startswith("id:") else row
+        lease = newid()
+        r = call(acc, "lockrun_acquire", f"{kind}:{nm}", newid(), lease, 30000, 0, *A)
+        call(acc, "lockrun_release", lease, "exited", 0, None)
+        if r.error or r.first("outcome") != "granted" or r.first("fence") <= fence:
+            low.append(f"{row}: {r.first('fence') if not r.error else r!r} after {fence}")
+    if low:
+        fail("reclaim.fences", "; ".join(low[:4]))
+    else:
+        ok("reclaim.fences")
+    call(acc, "lockrun_release", held, "exited", 0, None)
+    run(adm, "UPDATE lr_resources SET paused_at = NULL WHERE name = %s", (f"h-rc-{tag}-paused",))
+
+
+# ------------------------------------------------------------------ replay
+
+def cmd_replay():
+    """A live lease of one's own, replayed with other items: a resource
+    someone else holds, one more item, another kind or count, a name not
+    made yet. Each must be refused ('granted for other items'), writing
+    nothing; the same items again answer the same grant."""
+    adm = admin()
+    acc = account()
+    victim = newid()
+    must_grant(acc, "mutex:h-rp-victim", victim)
+    run(adm, "INSERT IGNORE INTO lr_resources (name, kind, capacity) VALUES ('h-rp-sem', 'semaphore', 5)")
+    mine = newid()
+    items = "mutex:h-rp-mine,semaphore:h-rp-sem:2"
+    r = must_grant(acc, items, mine)
+    gid = r.first("grant_id")
+    fences = {row["resource"]: row["fence"] for row in r.rows}
+    new = f"h-rp-new-{newid()[:8]}"
+
+    def other_items(res):
+        if "granted for other items" not in (res.msg or ""):
+            return f"message {res.msg!r}, want '... granted for other items ...'"
+        return None
+    for name, its in (("someone-elses", "mutex:h-rp-victim"),
+                      ("someone-elses-plus-mine", "mutex:h-rp-mine,mutex:h-rp-victim,semaphore:h-rp-sem:2"),
+                      ("one-of-mine", "mutex:h-rp-mine"),
+                      ("other-count", "mutex:h-rp-mine,semaphore:h-rp-sem:3"),
+                      ("other-kind", "read:h-rp-mine,semaphore:h-rp-sem:2"),
+                      ("new-name", f"mutex:{new}"),
+                      ("new-key", f"key:{new}")):
+        for enqueue in (0, 1):
+            expect_refused(adm, acc, f"replay.{name}.enqueue-{enqueue}", ACQ,
+                           [its, newid(), mine, 60000, enqueue, "h", 1, "u", "24-hostile"], other_items)
+    n = run(adm, "SELECT COUNT(*) AS n FROM lr_resources WHERE name IN (%s, %s)", (new, "id:" + new)).first("n")
+    if n:
+        fail("replay.no-new-rows", f"{n} resource rows made")
+    else:
+        ok("replay.no-new-rows")
+    # The same items (in another order) answer the same grant.
+    r = call(acc, "lockrun_acquire", "semaphore:h-rp-sem:2,mutex:h-rp-mine", newid(), mine, 60000, 0,
+             "h", 1, "u", "24-hostile")
+    got = {row["resource"]: row["fence"] for row in r.rows or []}
+    if r.error or r.first("outcome") != "granted" or r.first("grant_id") != gid or got != fences:
+        fail("replay.same-items", f"{r!r}, want grant {gid} with fences {fences}")
+    else:
+        ok("replay.same-items", f"(grant {gid})")
+    for lease in (mine, victim):
+        call(acc, "lockrun_release", lease, "exited", 0, None)
+
+
+# ------------------------------------------------------------------ checklocks
+
+LEVELS = ["READ UNCOMMITTED", "READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"]
+
+
+def trx_record_locks(adm, conn_id):
+    """The RECORD LOCKS lines of connection conn_id's transaction in SHOW
+    ENGINE INNODB STATUS (innodb_status_output_locks must be on)."""
+    status = run(adm, "SHOW ENGINE INNODB STATUS").rows[0]["Status"]
+    for trx in status.split("---TRANSACTION")[1:]:
+        if re.search(rf"(MySQL|MariaDB) thread id {conn_id},", trx):
+            return [ln for ln in trx.splitlines() if ln.startswith("RECORD LOCKS")]
+    return []
+
+
+def cmd_checklocks():
+    """lockrun_check inside a transaction left open, at each isolation
+    level, opened by START TRANSACTION or by autocommit = 0: of its own
+    lease, which has just expired (so it is the newest grant and its holds
+    the last rows of their indexes), and of 300 made-up leases. While it is
+    open, other clients must be served as if it were not: fresh mutexes
+    granted, a release that hands its mutex to a waiter; only a release of
+    the checked grant itself waits for it. Under SERIALIZABLE, where every
+    read locks, the check is refused instead (it must then lock nothing)."""
+    adm = admin()
+    other = account()
+    was = run(adm, "SELECT @@global.innodb_status_output_locks AS v").first("v")
+    run(adm, "SET GLOBAL innodb_status_output_locks = ON")
+    for level in LEVELS:
+        for how in ("start-transaction", "autocommit-0"):
+            tag = f"checklocks.{level.replace(' ', '-').lower()}.{how}"
+            lease = newid()
+            r = call(other, "lockrun_acquire", f"mutex:h-cl-{newid()[:8]}", newid(), lease, 30000, 0,
+                     "h", 1, "u", "24-hostile")
+            if r.error or r.first("outcome") != "granted":
+                fail(tag, f"set-up acquire: {r!r}")
+                continue
+            # Expired, within the grace: not swept yet.
+            run(adm, """UPDATE lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+                SET h.expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE g.request_id = %s""", (lease,))
+            chk = account(autocommit=(how != "autocommit-0"))
+            cid = run(chk, "SELECT CONNECTION_ID() AS c").first("c")
+            run(chk, f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
+            if how == "autocommit-0":
+                run(chk, "SET autocommit = 0")
+            else:
+                run(chk, "START TRANSACTION")
+            first = call(chk, "lockrun_check", lease, None)
+            refused = 0
+            for _ in range(300):
+                res = call(chk, "lockrun_check", newid(), None)
+                refused += res.error
+            why = []
+            if level == "SERIALIZABLE":
+                if not (first.errno == 1644 and "SERIALIZABLE" in (first.msg or "")) or refused != 300:
+                    why.append(f"check answered {first!r} ({refused}/300 made-up refused), want 1644 SERIALIZABLE")
+            elif first.error or (first.first("live"), first.first("holds")) != (0, 1) or refused:
+                why.append(f"check answered {first!r} ({refused}/300 made-up refused), want live 0, holds 1")
+            # Its locks, as the server lists them: records only, no gap.
+            locks = trx_record_locks(adm, cid)
+            gaps = [ln for ln in locks if "locks rec but not gap" not in ln]
+            if gaps:
+                why.append(f"locks a gap or next key: {gaps[:2]}")
+            if level != "SERIALIZABLE" and len(locks) != 2:
+                why.append(f"{len(locks)} record locks listed, want 2 (the grant row, its hold row)")
+            # Others meanwhile: three fresh mutexes, and a hand-off.
+            t0 = time.monotonic()
+            for _ in range(3):
+                lx = newid()
+                r = call(other, "lockrun_acquire", f"mutex:h-cl-{newid()[:8]}", newid(), lx, 30000, 0,
+                         "h", 1, "u", "24-hostile")
+                if r.error or r.first("outcome") != "granted":
+                    why.append(f"a fresh mutex: {r!r}")
+                call(other, "lockrun_release", lx, "exited", 0, None)
+            name = f"h-cl-{newid()[:8]}"
+            lh, rw, lw = newid(), newid(), newid()
+            call(other, "lockrun_acquire", f"mutex:{name}", newid(), lh, 30000, 0, "h", 1, "u", "24-hostile")
+            waiter = account()
+            r = call(waiter, "lockrun_acquire", f"mutex:{name}", rw, lw, 30000, 1, "h", 1, "u", "24-hostile")
+            if r.first("outcome") != "queued":
+                why.append(f"the waiter: {r!r}")
+            r = call(other, "lockrun_release", lh, "exited", 0, None)
+            if r.error or r.first("released") != 1:
+                why.append(f"the release that hands off: {r!r}")
+            r = call(waiter, "lockrun_acquire", f"mutex:{name}", rw, lw, 30000, 1, "h", 1, "u", "24-hostile")
+            if r.error or r.first("outcome") != "granted":
+                why.append(f"the claim of the hand-off: {r!r}")
+            call(waiter, "lockrun_release", lw, "exited", 0, None)
+            waiter.close()
+            took = time.monotonic() - t0
+            if took > 1.5:
+                why.append(f"the others took {took:.1f} s")
+            # The checked grant itself is held back by the check (below
+            # SERIALIZABLE): its release waits, and gives up with 1205.
+            if level != "SERIALIZABLE" and how == "start-transaction":
+                r = call(other, "lockrun_release", lease, "exited", 0, None)
+                if r.errno != 1205:
+                    why.append(f"the checked grant's release answered {r!r}, want 1205 while the check holds it")
+            run(chk, "ROLLBACK")
+            chk.close()
+            call(other, "lockrun_release", lease, "exited", 0, None)
+            if why:
+                fail(tag, "; ".join(why))
+            else:
+                ok(tag, f"(others served in {took:.2f} s)")
+    run(adm, f"SET GLOBAL innodb_status_output_locks = {int(was)}")
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -698,6 +1114,16 @@ def main(argv):
         cmd_ac0(argv[2], float(argv[3]), argv[4])
     elif cmd == "session":
         cmd_session()
+    elif cmd == "ac0paths":
+        cmd_ac0paths()
+    elif cmd == "sweeprace":
+        cmd_sweeprace()
+    elif cmd == "reclaim" and len(argv) == 3:
+        cmd_reclaim(argv[2])
+    elif cmd == "replay":
+        cmd_replay()
+    elif cmd == "checklocks":
+        cmd_checklocks()
     else:
         print(__doc__, file=sys.stderr)
         return 2
