@@ -187,16 +187,17 @@ static void check_galera(struct doctor *d)
  * Where this server stands in a replication topology, and what lockrun
  * guarantees there (doc/production.md): a Galera node loses no commit; a
  * primary's replica, promoted after a crash, may lack its last commits, so
- * lockrun quarantines after a fail-over (max-ttl plus 5 s); a replica is
- * read-only. Also binary logging and log_bin_trust_function_creators, which
- * no longer matter to init (no trigger, no function). Three queries; a
- * part the account may not see (SHOW SLAVE STATUS needs REPLICATION CLIENT
- * or more) is said to be unknown.
+ * lockrun quarantines after a fail-over (max-ttl plus 5 s); a replica,
+ * writable or not, takes no lock (a FAIL). Also binary logging and
+ * log_bin_trust_function_creators, which no longer matter to init (no
+ * trigger, no function). Four queries; a part the account may not see
+ * (SHOW ALL SLAVES STATUS needs REPLICATION CLIENT or more) is said to be
+ * unknown.
  */
 static void check_topology(struct doctor *d)
 {
 	MYSQL_ROW row;
-	char binlog[8] = "?", trust[8] = "?", gtid_strict[8] = "?", master_of[300] = "";
+	char binlog[8] = "?", trust[8] = "?", gtid_strict[8] = "?", master_of[400] = "";
 	char semi[8] = "OFF", semi_clients[16] = "0", slaves[16] = "?", max_ttl[32] = "?";
 	bool slave_known = false;
 
@@ -225,13 +226,20 @@ static void check_topology(struct doctor *d)
 			else if (strcmp(row[0], "Rpl_semi_sync_master_clients") == 0)
 				snprintf(semi_clients, sizeof(semi_clients), "%s", row[1]);
 		}
-	if (lr_db_query(d->db, "SHOW SLAVE STATUS")) {
+	/* Every replication connection (multi-source included), running or
+	 * only configured: a stopped one may be started again any time. */
+	if (lr_db_query(d->db, "SHOW ALL SLAVES STATUS")) {
 		int host = lr_db_column(d->db, "Master_Host"),
-		    port = lr_db_column(d->db, "Master_Port");
+		    port = lr_db_column(d->db, "Master_Port"),
+		    io = lr_db_column(d->db, "Slave_IO_Running"),
+		    sql = lr_db_column(d->db, "Slave_SQL_Running");
 		slave_known = true;
 		if ((row = lr_db_fetch(d->db)) && host >= 0 && row[host])
-			snprintf(master_of, sizeof(master_of), "%s:%s", row[host],
-			         port >= 0 && row[port] ? row[port] : "?");
+			snprintf(master_of, sizeof(master_of),
+			         "%s:%s (IO thread %s, SQL thread %s)", row[host],
+			         port >= 0 && row[port] ? row[port] : "?",
+			         io >= 0 && row[io] ? row[io] : "?",
+			         sql >= 0 && row[sql] ? row[sql] : "?");
 	}
 	if (lr_db_query(d->db, "SELECT value / 1000 FROM lr_settings WHERE name = 'max_ttl_ms'") &&
 	    (row = lr_db_fetch(d->db)) && row[0])
@@ -240,11 +248,14 @@ static void check_topology(struct doctor *d)
 	    "binary log %s, gtid_strict_mode %s, log_bin_trust_function_creators %s: init "
 	    "needs none of them (it creates no trigger and no function)",
 	    binlog, gtid_strict, trust);
+	/* A FAIL whatever read_only says: a writable replica would grant
+	 * what its primary grants too (lr_epoch refuses while its threads
+	 * run; a stopped one it cannot see). */
 	if (*master_of)
-		say(d, "topology", SEV_INFO,
-		    "a replica of %s: lockrun cannot lock here until it is promoted; then it "
-		    "holds new grants back for max-ttl (%s) plus 5 s, as it may lack the old "
-		    "primary's last commits",
+		say(d, "topology", SEV_FAIL,
+		    "a replica of %s: lockrun cannot lock here, writable or not, until it is "
+		    "promoted (STOP SLAVE; RESET SLAVE ALL); then it holds new grants back for "
+		    "max-ttl (%s) plus 5 s, as it may lack the old primary's last commits",
 		    master_of, max_ttl);
 	else if (strcmp(slaves, "0") != 0 && strcmp(slaves, "?") != 0)
 		say(d, "topology", SEV_INFO,
