@@ -17,7 +17,9 @@ DELIMITER //
 -- each), 4 the lease length (1000 ms up to this database's max_ttl_ms, in
 -- lr_settings, `lockrunctl max-ttl`, which bounds how long a fail-over
 -- holds grants back: lr_epoch; while a raise is new, its grant_ms,
--- migration 10), 8 a writer: it commits what it writes, so
+-- migration 10; read in shared mode, so that a caller that checks again
+-- inside its transaction, as renewals and grants do, holds `lockrunctl
+-- max-ttl` off until it commits), 8 a writer: it commits what it writes, so
 -- it refuses to run inside the caller's transaction (its COMMIT would
 -- commit that) and starts its own even under autocommit = 0, so that no
 -- row lock of its outlives the CALL. Then the session: a lock wait of 2 s,
@@ -51,7 +53,7 @@ BEGIN
   ELSEIF p_check & 4 THEN
     SELECT LEAST(COALESCE(MAX(IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), value)),
                           86400000), 86400000) INTO v_max
-      FROM lr_settings WHERE name = 'max_ttl_ms';
+      FROM lr_settings WHERE name = 'max_ttl_ms' LOCK IN SHARE MODE;
     IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > v_max THEN
       SET v_msg = CONCAT('lockrun: ttl_ms must be 1000-', v_max, ' (this database''s max_ttl_ms,',
                          ' which `lockrunctl max-ttl` sets: a fail-over holds grants back that long)');
@@ -160,7 +162,8 @@ BEGIN
   DECLARE v_server VARCHAR(255) CHARACTER SET ascii;
   DECLARE v_epoch INT UNSIGNED;
   DECLARE v_now DATETIME(6);
-  DECLARE v_slaves BIGINT;
+  DECLARE v_slaves, v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
   DECLARE v_msg VARCHAR(400);
   SELECT VARIABLE_VALUE INTO v_slaves FROM information_schema.GLOBAL_STATUS
    WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
@@ -174,9 +177,8 @@ BEGIN
                         86400000), 86400000) INTO p_max
     FROM lr_settings WHERE name = 'max_ttl_ms' LOCK IN SHARE MODE;
   IF p_ttl_ms > p_max THEN
-    SET v_msg = CONCAT('lockrun: ttl_ms must be 1000-', p_max, ' (this database''s max_ttl_ms,',
-                       ' changed by `lockrunctl max-ttl` meanwhile)');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+    -- Lowered since the caller's lr_enter: its refusal, now.
+    CALL lr_enter(NULL, 4, NULL, NULL, p_ttl_ms, v_sw, v_lwt, v_galera);
   END IF;
   IF p_galera THEN
     SET v_me = LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255);

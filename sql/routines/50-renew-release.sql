@@ -22,7 +22,8 @@ BEGIN
   DECLARE v_galera TINYINT;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_renewed BIGINT DEFAULT 0;
-  DECLARE v_max BIGINT;
+  DECLARE v_again BIGINT;        -- the second lr_enter's session values,
+  DECLARE v_again_galera TINYINT; -- which the first one's already hold
   DECLARE v_ended VARCHAR(1000);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -33,17 +34,10 @@ BEGIN
   END;
   CALL lr_enter('lockrun_renew', 14, NULL, p_lease, p_ttl_ms, v_sw, v_lwt, v_galera);
   START TRANSACTION;
-  -- The bound again, in shared mode, as lr_epoch reads it for a grant: a
-  -- `lockrunctl max-ttl` that lowered it since lr_enter's check either
-  -- waits for this renewal (and sees its hold) or refuses it here.
-  SELECT LEAST(COALESCE(MAX(IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), value)),
-                        86400000), 86400000) INTO v_max
-    FROM lr_settings WHERE name = 'max_ttl_ms' LOCK IN SHARE MODE;
-  IF p_ttl_ms > v_max THEN
-    SET v_ended = CONCAT('lockrun: ttl_ms must be 1000-', v_max, ' (this database''s max_ttl_ms,',
-                         ' changed by `lockrunctl max-ttl` meanwhile)');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_ended;
-  END IF;
+  -- The lease length checked again inside the transaction, the bound
+  -- read in shared mode: a `lockrunctl max-ttl` that lowered it since
+  -- waits for this renewal (and sees its hold), or the renewal is refused.
+  CALL lr_enter('lockrun_renew', 4, NULL, NULL, p_ttl_ms, v_again, v_again, v_again_galera);
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
   IF v_gid IS NOT NULL THEN
     -- UTC_TIMESTAMP as of this statement: after the causal wait.
