@@ -105,13 +105,14 @@ END//
 -- is the lease asked for (NULL: none). p_force (`lockrunctl new-epoch`)
 -- starts a new epoch on this server whatever the tables say.
 --
--- Never on a replica: a server whose replication threads run (global
--- status Slaves_running, any connection) takes no lock, writable or not,
--- and the refusal (1290, the error of a read-only server, so lockrun
--- passes over it to its next host) writes nothing. A replica that was
--- stopped but not reset is not seen here: no SQL a routine may run shows
--- it reliably (Slave_heartbeat_period outlives RESET SLAVE ALL); `lockrunctl
--- doctor` reports it. Then the bound on leases, max_ttl_ms (lr_settings),
+-- Never on a replica: a server that applies replicated transactions
+-- (global status Slaves_running: the connections, any of them, whose SQL
+-- thread runs) takes no lock, writable or not, and the refusal (1290, the
+-- error of a read-only server, so lockrun passes over it to its next
+-- host) writes nothing. A replica whose SQL thread is stopped is not seen
+-- here: no SQL a routine may run shows the IO thread alone, or a stopped
+-- connection, reliably (Slave_heartbeat_period outlives RESET SLAVE ALL);
+-- `lockrunctl doctor` reports it. Then the bound on leases, max_ttl_ms (lr_settings),
 -- read in shared mode: `lockrunctl max-ttl` writes that row, so a change
 -- waits for this transaction, or this one reads the change; a p_ttl_ms
 -- above the bound fails as lr_enter's check does.
