@@ -689,7 +689,11 @@ static int cmd_new_epoch(struct ctl *c, int argc, char **argv)
 
 static int cmd_doctor(struct ctl *c, int argc, char **argv)
 {
-	struct lr_doctor_opts o = {.ttl = c->cfg.lock.ttl, .clock_warn_s = 2.0, .json = c->json};
+	struct lr_doctor_opts o = {.ttl = c->cfg.lock.ttl,
+	                           .clock_warn_s = 2.0,
+	                           .json = c->json,
+	                           .loop = &c->loop,
+	                           .params = &c->cfg.db};
 	unsigned problems;
 
 	(void)argc;

@@ -342,6 +342,62 @@ static void check_clock(struct doctor *d)
 	    fabs(off), off >= 0 ? "ahead of" : "behind", (t1 - t0) / 2, d->o->clock_warn_s);
 }
 
+/*
+ * The clocks of every configured host against this host's, when there are
+ * several (a primary and the replicas lockrun fails over to): a new epoch's
+ * tokens start above its server's clock, and a server whose clock is
+ * behind the previous writer's waits until it has passed that one's
+ * quarantine (doc/production.md, Fail-over to a replica), so the
+ * servers' clocks should agree. A connection of its own to each host, the
+ * account's; a host that does not answer is said to be unknown. One
+ * connect and one query per host.
+ */
+static void check_host_clocks(struct doctor *d)
+{
+	const struct lr_db_params *p = d->o->params;
+	struct lr_sb sb;
+	double lo = 0, hi = 0;
+	bool any = false;
+
+	if (!p || !d->o->loop || p->nhosts < 2)
+		return;
+	lr_sb_init(&sb);
+	for (size_t i = 0; i < p->nhosts; i++) {
+		struct lr_db_params one = *p;
+		lr_db *h;
+		MYSQL_ROW row;
+		double t0, t1, off;
+
+		one.hosts = &p->hosts[i];
+		one.nhosts = 1;
+		lr_sb_printf(&sb, "%s%s ", i ? ", " : "", p->hosts[i]);
+		if (!(h = lr_db_create(d->o->loop, &one))) {
+			lr_sb_puts(&sb, "?");
+			continue;
+		}
+		lr_db_allow_any_server(h);
+		t0 = lr_db_connect(h) ? now_s() : 0;
+		if (t0 > 0 && lr_db_query(h, "SELECT UNIX_TIMESTAMP(NOW(6))") &&
+		    (row = lr_db_fetch(h)) && row[0]) {
+			t1 = now_s();
+			off = strtod(row[0], NULL) - (t0 + t1) / 2;
+			lr_sb_printf(&sb, "%+.3f s", off);
+			lo = any && lo < off ? lo : off;
+			hi = any && hi > off ? hi : off;
+			any = true;
+		} else {
+			lr_sb_puts(&sb, "unknown (no answer)");
+		}
+		lr_db_destroy(h);
+	}
+	say(d, "host_clocks", hi - lo > d->o->clock_warn_s ? SEV_WARN : SEV_OK,
+	    "against this host's: %s; %.3f s apart (warned past %g s): after a fail-over a "
+	    "server whose clock is behind the old primary's grants nothing until it has "
+	    "passed that one's quarantine",
+	    sb.oom ? "?" : lr_sb_str(&sb), hi - lo, d->o->clock_warn_s);
+	lr_sb_finish(&sb);
+}
+
 /* Privileges, by the kind of use: one bit each. */
 enum {
 	P_EXECUTE = 1,
@@ -954,6 +1010,7 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_wait_timeout(&d);
 	check_time_zone(&d);
 	check_clock(&d);
+	check_host_clocks(&d);
 	check_privileges(&d);
 	check_accounts(&d);
 	check_schema(&d);
