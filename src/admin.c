@@ -1,6 +1,7 @@
 #include "admin.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -412,4 +413,41 @@ enum lr_admin_result lr_admin_pause(lr_db *db, const char *name, bool pause, con
 	default:
 		return LR_ADMIN_ERROR;
 	}
+}
+
+/* One attempt of lr_admin_new_epoch: lr_epoch forced, then its row. */
+static enum lr_txn new_epoch_txn(lr_db *db, void *arg)
+{
+	struct lr_admin_epoch *e = arg;
+	MYSQL_ROW row;
+
+	if (!lr_db_query(db, "CALL lr_epoch(IF(@@wsrep_on, 1, 0), NULL, 1, @lr_since, @lr_until, "
+	                     "@lr_floor, @lr_max)") ||
+	    !lr_db_query(db, "SELECT @lr_since IS NOT NULL, epoch, "
+	                     "DATE_FORMAT(@lr_until, '%Y-%m-%d %H:%i:%s'), fence_floor "
+	                     "FROM lr_epoch WHERE id = 1"))
+		return LR_TXN_DBERROR;
+	if (!(row = lr_db_fetch(db)))
+		return LR_TXN_DBERROR;
+	e->started = row[0] && strcmp(row[0], "1") == 0;
+	snprintf(e->epoch, sizeof(e->epoch), "%s", row[1] ? row[1] : "?");
+	snprintf(e->until, sizeof(e->until), "%s", row[2] ? row[2] : "?");
+	snprintf(e->floor, sizeof(e->floor), "%s", row[3] ? row[3] : "?");
+	return LR_TXN_COMMIT;
+}
+
+/*
+ * Starts a new fail-over epoch on the server db is connected to, whatever
+ * the tables say (lr_epoch with p_force): a quarantine of max_ttl_ms plus
+ * the sweep grace, and tokens above this server's clock. For a fail-over
+ * tool, after it made this server the writer, and for the cases lr_epoch
+ * cannot recognise (an old primary made writable again, a backup restored
+ * in place). Refused on a replica, like every grant. One transaction of
+ * two statements, run again after a deadlock.
+ */
+enum lr_admin_result lr_admin_new_epoch(lr_db *db, struct lr_admin_epoch *e, char *err,
+                                        size_t errlen)
+{
+	return lr_txn_run(db, new_epoch_txn, e, err, errlen) == LR_TXN_COMMIT ? LR_ADMIN_OK
+	                                                                      : LR_ADMIN_ERROR;
 }

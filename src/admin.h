@@ -1,6 +1,7 @@
 /* The SQL of administering resources: capacities and their audit,
  * pausing and resuming, listing, and deleting a resource (keeping its
- * fence as a floor). Uses db, txn and report.
+ * fence as a floor); and starting a fail-over epoch by hand. Uses db, txn
+ * and report.
  *
  * May use: db, lease, report, strbuf, txn.
  */
@@ -32,5 +33,16 @@ enum lr_admin_result lr_admin_pause(lr_db *db, const char *name, bool pause, con
 enum lr_admin_result lr_admin_delete(lr_db *db, const char *name, const char *os_user,
                                      const char *host, unsigned long long *fence, char *err,
                                      size_t errlen);
+
+/* A fail-over epoch started by lr_admin_new_epoch: its number, the end of
+ * its quarantine and its tokens' floor; started is false when this
+ * server's clock has not passed the previous epoch's quarantine yet
+ * (then until is that end). */
+struct lr_admin_epoch {
+	bool started;
+	char epoch[16], until[32], floor[24];
+};
+enum lr_admin_result lr_admin_new_epoch(lr_db *db, struct lr_admin_epoch *e, char *err,
+                                        size_t errlen);
 
 #endif

@@ -108,6 +108,9 @@ static void usage(FILE *out)
 	      "  check GRANT [NAME=TOKEN...]\n"
 	      "                        exit 0 if grant GRANT is live (and holds those tokens)\n"
 	      "  doctor                check the server and account for what lockrun needs\n"
+	      "  new-epoch             start a fail-over epoch on this server: no new grants\n"
+	      "                        for max-ttl plus 5 s, tokens above its clock (for\n"
+	      "                        fail-over tools, on the server they made the writer)\n"
 	      "\n"
 	      "DURATION: a number of seconds, a fraction allowed, or with a unit: 30s, 1.5m,\n"
 	      "2h, 7d.\n"
@@ -332,7 +335,7 @@ out:
  */
 static int cmd_max_ttl(struct ctl *c, int argc, char **argv)
 {
-	char err[512], d1[32], d2[32];
+	char err[512], d1[32], d2[32], grant_until[32] = "";
 	uint64_t old = 0, ms = 0;
 	double s = 0;
 	enum lr_settings_result r;
@@ -342,7 +345,8 @@ static int cmd_max_ttl(struct ctl *c, int argc, char **argv)
 	if (argc > 1) {
 		lr_duration_parse(argv[1], 86400, &s); /* checked before connecting */
 		ms = (uint64_t)(s * 1000 + 0.5);
-		r = lr_settings_set_max_ttl(c->db, ms, &old, err, sizeof(err));
+		r = lr_settings_set_max_ttl(c->db, ms, &old, grant_until, sizeof(grant_until), err,
+		                            sizeof(err));
 	} else {
 		r = lr_settings_max_ttl(c->db, &ms, err, sizeof(err));
 		old = ms;
@@ -353,8 +357,18 @@ static int cmd_max_ttl(struct ctl *c, int argc, char **argv)
 	}
 	lr_duration_format((double)ms / 1000, d1, sizeof(d1));
 	lr_duration_format((double)old / 1000, d2, sizeof(d2));
-	if (c->json)
+	if (c->json && *grant_until)
+		printf("{\"max_ttl_ms\":%" PRIu64 ",\"was_ms\":%" PRIu64
+		       ",\"grants_from\":\"%s\"}\n",
+		       ms, old, grant_until);
+	else if (c->json)
 		printf("{\"max_ttl_ms\":%" PRIu64 ",\"was_ms\":%" PRIu64 "}\n", ms, old);
+	else if (c->verbosity >= 0 && *grant_until)
+		printf(
+		    "max-ttl %s (was %s): a fail-over holds new grants back that long, plus 5 s, "
+		    "from now on; leases up to %s from %s UTC, once replicas have it (until then "
+		    "up to the old limit)\n",
+		    d1, d2, d1, grant_until);
 	else if (c->verbosity >= 0 && old != ms)
 		printf("max-ttl %s (was %s): leases up to %s; a fail-over holds new grants back "
 		       "that long, plus 5 s\n",
@@ -641,9 +655,45 @@ static int cmd_check(struct ctl *c, int argc, char **argv)
 	                err, false);
 }
 
+/*
+ * new-epoch: starts a fail-over epoch on the server we are connected to
+ * (lr_admin_new_epoch): the step a fail-over tool runs on the server it
+ * made the writer. Two round trips.
+ */
+static int cmd_new_epoch(struct ctl *c, int argc, char **argv)
+{
+	struct lr_admin_epoch e;
+	char err[512];
+
+	(void)argc;
+	(void)argv;
+	if (!schema_ok(c))
+		return LR_EXIT_UNAVAILABLE;
+	if (lr_admin_new_epoch(c->db, &e, err, sizeof(err)) != LR_ADMIN_OK) {
+		lr_log_error("%s", err);
+		return LR_EXIT_UNAVAILABLE;
+	}
+	if (!e.started) {
+		lr_log_error("no new epoch: this server's clock has not passed the end of the "
+		             "previous writer's quarantine, %s UTC by that server's clock; it is "
+		             "behind that server's, or that server failed during its quarantine; "
+		             "grants wait until then",
+		             e.until);
+		return LR_EXIT_FAILURE;
+	}
+	if (c->verbosity >= 0)
+		printf("epoch %s: no new grants until %s UTC; tokens above %s\n", e.epoch, e.until,
+		       e.floor);
+	return LR_EXIT_OK;
+}
+
 static int cmd_doctor(struct ctl *c, int argc, char **argv)
 {
-	struct lr_doctor_opts o = {.ttl = c->cfg.lock.ttl, .clock_warn_s = 2.0, .json = c->json};
+	struct lr_doctor_opts o = {.ttl = c->cfg.lock.ttl,
+	                           .clock_warn_s = 2.0,
+	                           .json = c->json,
+	                           .loop = &c->loop,
+	                           .params = &c->cfg.db};
 	unsigned problems;
 
 	(void)argc;
@@ -677,6 +727,7 @@ static const struct command {
     {"release", 1, 1, O_JSON | O_FORMAT | O_REASON, cmd_release},
     {"check", 1, 65, O_JSON | O_FORMAT, cmd_check},
     {"doctor", 0, 0, O_JSON | O_FORMAT, cmd_doctor},
+    {"new-epoch", 0, 0, 0, cmd_new_epoch},
 };
 
 static const char *const opt_names[] = {"--json",   "--since", "--limit", "--retention", "--reason",

@@ -405,7 +405,10 @@ static void free_result(lr_db *db)
 }
 
 /* Closes the connection. A healthy one says goodbye without blocking; a
- * broken one is shut first so that mysql_close() cannot wait on it. */
+ * broken one is shut first so that mysql_close() cannot wait on it. A
+ * goodbye that runs out of time is cut short by drive(), which shuts the
+ * socket before the connector's last step; that step frees the handle, so
+ * nothing may touch db->m after it. */
 void lr_db_disconnect(lr_db *db)
 {
 	free_result(db);
@@ -414,8 +417,6 @@ void lr_db_disconnect(lr_db *db)
 			int st = mysql_close_start(db->m);
 			if (st)
 				drive(db, st, cont_close, 1000);
-			if (db->aborting)
-				shut_socket(db);
 		} else {
 			shut_socket(db);
 			mysql_close(db->m);

@@ -187,16 +187,17 @@ static void check_galera(struct doctor *d)
  * Where this server stands in a replication topology, and what lockrun
  * guarantees there (doc/production.md): a Galera node loses no commit; a
  * primary's replica, promoted after a crash, may lack its last commits, so
- * lockrun quarantines after a fail-over (max-ttl plus 5 s); a replica is
- * read-only. Also binary logging and log_bin_trust_function_creators, which
- * no longer matter to init (no trigger, no function). Three queries; a
- * part the account may not see (SHOW SLAVE STATUS needs REPLICATION CLIENT
- * or more) is said to be unknown.
+ * lockrun quarantines after a fail-over (max-ttl plus 5 s); a replica,
+ * writable or not, takes no lock (a FAIL). Also binary logging and
+ * log_bin_trust_function_creators, which no longer matter to init (no
+ * trigger, no function). Four queries; a part the account may not see
+ * (SHOW ALL SLAVES STATUS needs REPLICATION CLIENT or more) is said to be
+ * unknown.
  */
 static void check_topology(struct doctor *d)
 {
 	MYSQL_ROW row;
-	char binlog[8] = "?", trust[8] = "?", gtid_strict[8] = "?", master_of[300] = "";
+	char binlog[8] = "?", trust[8] = "?", gtid_strict[8] = "?", master_of[400] = "";
 	char semi[8] = "OFF", semi_clients[16] = "0", slaves[16] = "?", max_ttl[32] = "?";
 	bool slave_known = false;
 
@@ -225,13 +226,20 @@ static void check_topology(struct doctor *d)
 			else if (strcmp(row[0], "Rpl_semi_sync_master_clients") == 0)
 				snprintf(semi_clients, sizeof(semi_clients), "%s", row[1]);
 		}
-	if (lr_db_query(d->db, "SHOW SLAVE STATUS")) {
+	/* Every replication connection (multi-source included), running or
+	 * only configured: a stopped one may be started again any time. */
+	if (lr_db_query(d->db, "SHOW ALL SLAVES STATUS")) {
 		int host = lr_db_column(d->db, "Master_Host"),
-		    port = lr_db_column(d->db, "Master_Port");
+		    port = lr_db_column(d->db, "Master_Port"),
+		    io = lr_db_column(d->db, "Slave_IO_Running"),
+		    sql = lr_db_column(d->db, "Slave_SQL_Running");
 		slave_known = true;
 		if ((row = lr_db_fetch(d->db)) && host >= 0 && row[host])
-			snprintf(master_of, sizeof(master_of), "%s:%s", row[host],
-			         port >= 0 && row[port] ? row[port] : "?");
+			snprintf(master_of, sizeof(master_of),
+			         "%s:%s (IO thread %s, SQL thread %s)", row[host],
+			         port >= 0 && row[port] ? row[port] : "?",
+			         io >= 0 && row[io] ? row[io] : "?",
+			         sql >= 0 && row[sql] ? row[sql] : "?");
 	}
 	if (lr_db_query(d->db, "SELECT value / 1000 FROM lr_settings WHERE name = 'max_ttl_ms'") &&
 	    (row = lr_db_fetch(d->db)) && row[0])
@@ -240,11 +248,14 @@ static void check_topology(struct doctor *d)
 	    "binary log %s, gtid_strict_mode %s, log_bin_trust_function_creators %s: init "
 	    "needs none of them (it creates no trigger and no function)",
 	    binlog, gtid_strict, trust);
+	/* A FAIL whatever read_only says: a writable replica would grant
+	 * what its primary grants too (lr_epoch refuses while its threads
+	 * run; a stopped one it cannot see). */
 	if (*master_of)
-		say(d, "topology", SEV_INFO,
-		    "a replica of %s: lockrun cannot lock here until it is promoted; then it "
-		    "holds new grants back for max-ttl (%s) plus 5 s, as it may lack the old "
-		    "primary's last commits",
+		say(d, "topology", SEV_FAIL,
+		    "a replica of %s: lockrun cannot lock here, writable or not, until it is "
+		    "promoted (STOP SLAVE; RESET SLAVE ALL); then it holds new grants back for "
+		    "max-ttl (%s) plus 5 s, as it may lack the old primary's last commits",
 		    master_of, max_ttl);
 	else if (strcmp(slaves, "0") != 0 && strcmp(slaves, "?") != 0)
 		say(d, "topology", SEV_INFO,
@@ -329,6 +340,62 @@ static void check_clock(struct doctor *d)
 	    "the server's clock is %.3f s %s this host's (+/- %.3f s; warned past %g s); "
 	    "leases use only the server's",
 	    fabs(off), off >= 0 ? "ahead of" : "behind", (t1 - t0) / 2, d->o->clock_warn_s);
+}
+
+/*
+ * The clocks of every configured host against this host's, when there are
+ * several (a primary and the replicas lockrun fails over to): a new epoch's
+ * tokens start above its server's clock, and a server whose clock is
+ * behind the previous writer's waits until it has passed that one's
+ * quarantine (doc/production.md, Fail-over to a replica), so the
+ * servers' clocks should agree. A connection of its own to each host, the
+ * account's; a host that does not answer is said to be unknown. One
+ * connect and one query per host.
+ */
+static void check_host_clocks(struct doctor *d)
+{
+	const struct lr_db_params *p = d->o->params;
+	struct lr_sb sb;
+	double lo = 0, hi = 0;
+	bool any = false;
+
+	if (!p || !d->o->loop || p->nhosts < 2)
+		return;
+	lr_sb_init(&sb);
+	for (size_t i = 0; i < p->nhosts; i++) {
+		struct lr_db_params one = *p;
+		lr_db *h;
+		MYSQL_ROW row;
+		double t0, t1, off;
+
+		one.hosts = &p->hosts[i];
+		one.nhosts = 1;
+		lr_sb_printf(&sb, "%s%s ", i ? ", " : "", p->hosts[i]);
+		if (!(h = lr_db_create(d->o->loop, &one))) {
+			lr_sb_puts(&sb, "?");
+			continue;
+		}
+		lr_db_allow_any_server(h);
+		t0 = lr_db_connect(h) ? now_s() : 0;
+		if (t0 > 0 && lr_db_query(h, "SELECT UNIX_TIMESTAMP(NOW(6))") &&
+		    (row = lr_db_fetch(h)) && row[0]) {
+			t1 = now_s();
+			off = strtod(row[0], NULL) - (t0 + t1) / 2;
+			lr_sb_printf(&sb, "%+.3f s", off);
+			lo = any && lo < off ? lo : off;
+			hi = any && hi > off ? hi : off;
+			any = true;
+		} else {
+			lr_sb_puts(&sb, "unknown (no answer)");
+		}
+		lr_db_destroy(h);
+	}
+	say(d, "host_clocks", hi - lo > d->o->clock_warn_s ? SEV_WARN : SEV_OK,
+	    "against this host's: %s; %.3f s apart (warned past %g s): after a fail-over a "
+	    "server whose clock is behind the old primary's grants nothing until it has "
+	    "passed that one's quarantine",
+	    sb.oom ? "?" : lr_sb_str(&sb), hi - lo, d->o->clock_warn_s);
+	lr_sb_finish(&sb);
 }
 
 /* Privileges, by the kind of use: one bit each. */
@@ -943,6 +1010,7 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_wait_timeout(&d);
 	check_time_zone(&d);
 	check_clock(&d);
+	check_host_clocks(&d);
 	check_privileges(&d);
 	check_accounts(&d);
 	check_schema(&d);

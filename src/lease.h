@@ -24,4 +24,15 @@
 #define LR_STR(x)         LR_STR_(x)
 #define LR_SQL_GRACE      "INTERVAL " LR_STR(LR_SWEEP_GRACE_MS) "000 MICROSECOND"
 
+/*
+ * How long a raise of max_ttl_ms waits before grants may use it, on a
+ * server with a binary log (sql/010-ttl-bound.sql): a fail-over's
+ * quarantine is the new primary's max_ttl_ms, so a replica must have the
+ * raise before any lease longer than the old value exists. One that is
+ * further behind than this at a fail-over may quarantine too briefly
+ * (doc/production.md). A minute: far more than a healthy replica lags,
+ * little for an operator who raises the limit ahead of a change.
+ */
+#define LR_MAX_TTL_RAISE_DELAY_S 60
+
 #endif

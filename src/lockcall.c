@@ -687,6 +687,18 @@ enum lr_call lr_call_renew(struct lr_request *lk, bool *lost)
 	arg_num(&sb, lk->ttl_ms);
 	*lost = false;
 	r = call_row(lk, lk->db, &sb, &c, &row);
+	/* The database refuses the lease's own terms now (its ttl is above
+	 * max_ttl_ms: lowered, or a fail-over to a server that has a lower
+	 * one): no renewal will ever succeed, so the lease ends here, not
+	 * after retries until it runs out. */
+	if (r == LR_CALL_INVALID) {
+		*lost = true;
+		snprintf(lk->err, sizeof(lk->err),
+		         "the lease of grant %llu was lost: the database refuses to renew it: %s",
+		         (unsigned long long)lk->grant_id, lr_db_error(lk->db));
+		r = LR_CALL_OK;
+		goto out;
+	}
 	if (r != LR_CALL_OK)
 		goto out;
 	if (num(row, c.renewed) != lk->ntable || num(row, c.holds) != num(row, c.renewed)) {

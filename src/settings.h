@@ -5,7 +5,7 @@
  * db and txn; knows nothing of the lock protocol beyond that table and
  * the lock log's live grants.
  *
- * May use: db, txn.
+ * May use: db, lease, txn.
  */
 #ifndef LR_SETTINGS_H
 #define LR_SETTINGS_H
@@ -22,7 +22,8 @@ enum lr_settings_result {
 };
 
 enum lr_settings_result lr_settings_max_ttl(lr_db *db, uint64_t *ms, char *err, size_t errlen);
-enum lr_settings_result lr_settings_set_max_ttl(lr_db *db, uint64_t ms, uint64_t *old_ms, char *err,
+enum lr_settings_result lr_settings_set_max_ttl(lr_db *db, uint64_t ms, uint64_t *old_ms,
+                                                char *grant_until, size_t gulen, char *err,
                                                 size_t errlen);
 
 #endif

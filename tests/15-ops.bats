@@ -17,6 +17,10 @@ setup() {
 
 teardown() {
 	kill_pids
+	# A test that changed max_ttl_ms behind lockrunctl's back.
+	[[ -z ${restore_max:-} ]] ||
+		sql "UPDATE lr_settings SET value = 300000, grant_ms = NULL, grant_until = NULL
+			WHERE name = 'max_ttl_ms'"
 	if [[ -n ${ro_inst:-} ]]; then
 		lr_server_stop "$ro_inst" || true
 	fi
@@ -644,4 +648,56 @@ print(*[c["status"] + " " + c["detail"] for c in d["checks"] if c["check"] == "c
 	assert_failure 64
 	wait "${pids[@]}"
 	c -q max-ttl 5m
+}
+
+@test "max-ttl is not lowered under an acquire that waits on its resource row: the acquire's lease counts" {
+	restore_max=1
+	run -0 "$LOCKRUN" -x ops-race -- true
+	# The row held elsewhere for 1.5 s: the acquire (ttl 60 s) waits on it
+	# inside its transaction, having read max_ttl_ms in shared mode.
+	sql "START TRANSACTION; SELECT name FROM lr_resources WHERE name = 'ops-race' FOR UPDATE;
+		DO SLEEP(1.5); COMMIT" >/dev/null 3>&- &
+	pids+=($!)
+	sleep 0.3
+	"$LOCKRUN" --ttl 60 -x ops-race -- sleep 2 3>&- &
+	pids+=($!)
+	sleep 0.5
+	# So the lowering waits for it, and then sees its lease.
+	run -64 --separate-stderr c max-ttl 5s
+	[[ $stderr == *"holds a lease of 60000 ms"* ]] || fail "$stderr"
+	assert_equal "$(sql "SELECT value FROM lr_settings WHERE name = 'max_ttl_ms'")" 300000
+	wait "${pids[@]}"
+}
+
+@test "max-ttl is not lowered below a hold renewed for longer than its grant asked" {
+	restore_max=1
+	"$LOCKRUN" --ttl 10 --kill-after 1 -x ops-hold -- sleep 3 3>&- &
+	pids+=($!)
+	lr_wait_eq 1 holds ops-hold
+	# Through the SQL API a lease may be renewed for longer than granted.
+	sql "CALL lockrun_renew((SELECT g.request_id FROM lr_grants g JOIN lr_holds h ON h.grant_id = g.id
+		WHERE h.resource = 'ops-hold'), 50000)" >/dev/null
+	run -64 --separate-stderr c max-ttl 20s
+	[[ $stderr == *"holds a lease until "*" UTC, longer than that from now"* ]] || fail "$stderr"
+	wait "${pids[@]}"
+}
+
+@test "a renewal the database refuses for its ttl ends the lease at once (76), not after retries" {
+	restore_max=1
+	"$LOCKRUN" --ttl 8 --kill-after 1 -x ops-renew -- sleep 30 2>"$BATS_TEST_TMPDIR/err" 3>&- &
+	local p=$! t0 rc=0
+	pids+=($p)
+	lr_wait_eq 1 holds ops-renew
+	# As after a fail-over to a server whose max_ttl_ms is lower.
+	sql "UPDATE lr_settings SET value = 3000 WHERE name = 'max_ttl_ms'"
+	t0=$EPOCHREALTIME
+	wait "$p" || rc=$?
+	assert_equal "$rc" 76
+	# The next renewal (every 2.7 s) ends it; retries would last until the
+	# lease ran out, 8 s after the last renewal.
+	(($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print (b - a < 4.5) }'))) ||
+		fail "lockrun ended $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }') s after"
+	run cat "$BATS_TEST_TMPDIR/err"
+	assert_output --partial "the database refuses to renew it: "
+	assert_output --partial "ttl_ms must be 1000-3000"
 }

@@ -220,7 +220,7 @@ _lockrunctl()
                 -h --help -V --version' -- "$cur"))
         else
             COMPREPLY=($(compgen -W 'init set status list history timeline check
-                release delete pause resume sweep doctor max-ttl' -- "$cur"))
+                release delete pause resume sweep doctor max-ttl new-epoch' -- "$cur"))
         fi
         return 0
     fi

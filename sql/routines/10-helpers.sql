@@ -16,7 +16,10 @@ DELIMITER //
 -- changes anything: 1 the request id, 2 the lease (32 lowercase hex digits
 -- each), 4 the lease length (1000 ms up to this database's max_ttl_ms, in
 -- lr_settings, `lockrunctl max-ttl`, which bounds how long a fail-over
--- holds grants back: lr_epoch), 8 a writer: it commits what it writes, so
+-- holds grants back: lr_epoch; while a raise is new, its grant_ms,
+-- migration 10; read in shared mode, so that a caller that checks again
+-- inside its transaction, as renewals and grants do, holds `lockrunctl
+-- max-ttl` off until it commits), 8 a writer: it commits what it writes, so
 -- it refuses to run inside the caller's transaction (its COMMIT would
 -- commit that) and starts its own even under autocommit = 0, so that no
 -- row lock of its outlives the CALL. Then the session: a lock wait of 2 s,
@@ -26,7 +29,8 @@ DELIMITER //
 -- causal wait per CALL). Two settings of the caller's are not kept but
 -- reset, because they would reach the definer's statements: `timestamp`
 -- (any account may set it, and it moves UTC_TIMESTAMP, so a caller could
--- make live leases look expired) and `insert_id` (it would choose a
+-- make live leases look expired, or a new raise of max_ttl_ms look old,
+-- so it is reset before the checks) and `insert_id` (it would choose a
 -- grant's id). p_galera: whether this server is a Galera node (wsrep_on).
 -- One routine for all of it, because each routine a connection calls is
 -- loaded and parsed on its first call (see doc/benchmarks.md). Cost: one
@@ -39,6 +43,7 @@ BEGIN
   DECLARE v_max BIGINT;
   DECLARE v_msg VARCHAR(300);
   DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
+  SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
   IF p_check & 8 AND @@in_transaction THEN
     SET v_msg = CONCAT(p_proc, ': call it outside a transaction (its own would commit yours)');
   ELSEIF p_check & 1 AND (p_request IS NULL OR BINARY p_request NOT REGEXP '^[0-9a-f]{32}$') THEN
@@ -46,8 +51,9 @@ BEGIN
   ELSEIF p_check & 2 AND (p_lease IS NULL OR BINARY p_lease NOT REGEXP '^[0-9a-f]{32}$') THEN
     SET v_msg = 'lockrun: lease must be 32 lowercase hex digits';
   ELSEIF p_check & 4 THEN
-    SELECT LEAST(COALESCE(MAX(value), 86400000), 86400000) INTO v_max
-      FROM lr_settings WHERE name = 'max_ttl_ms';
+    SELECT LEAST(COALESCE(MAX(IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), value)),
+                          86400000), 86400000) INTO v_max
+      FROM lr_settings WHERE name = 'max_ttl_ms' LOCK IN SHARE MODE;
     IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > v_max THEN
       SET v_msg = CONCAT('lockrun: ttl_ms must be 1000-', v_max, ' (this database''s max_ttl_ms,',
                          ' which `lockrunctl max-ttl` sets: a fail-over holds grants back that long)');
@@ -56,7 +62,6 @@ BEGIN
   IF v_msg IS NOT NULL THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
   END IF;
-  SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
   SET p_lwt = @@session.innodb_lock_wait_timeout;
   SET SESSION innodb_lock_wait_timeout = 2;
   SET p_galera = IF(@@wsrep_on, 1, 0);
@@ -93,58 +98,122 @@ END//
 
 -- The epoch this server is in (migration 7): p_until, until when nothing
 -- may be granted or handed on (in the past once grants may go on),
--- p_since, when the epoch began, and p_floor, the least fence a grant may
--- take now (a grant takes GREATEST(fence, p_floor) + 1). Called at the
--- start of every transaction that may grant.
+-- p_since, when the epoch began, p_floor, the least fence a grant may
+-- take now (a grant takes GREATEST(fence, p_floor) + 1), and p_max, the
+-- longest lease a grant may have now. Called at the start of every
+-- transaction that may grant, before any resource row is locked; p_ttl_ms
+-- is the lease asked for (NULL: none). p_force (`lockrunctl new-epoch`)
+-- starts a new epoch on this server whatever the tables say.
+--
+-- Never on a replica: a server that applies replicated transactions
+-- (global status Slaves_running: the connections, any of them, whose SQL
+-- thread runs) takes no lock, writable or not, and the refusal (1290, the
+-- error of a read-only server, so lockrun passes over it to its next
+-- host) writes nothing. A replica whose SQL thread is stopped is not seen
+-- here: no SQL a routine may run shows the IO thread alone, or a stopped
+-- connection, reliably (Slave_heartbeat_period outlives RESET SLAVE ALL);
+-- `lockrunctl doctor` reports it. Then the bound on leases, max_ttl_ms (lr_settings),
+-- read in shared mode: `lockrunctl max-ttl` writes that row, so a change
+-- waits for this transaction, or this one reads the change; a p_ttl_ms
+-- above the bound fails as lr_enter's check does.
 --
 -- The tables name the server that writes them: 'galera:' and the
 -- cluster's name on a Galera node (a synchronous cluster loses no commit,
 -- so any node of it is the same server), else 'server:' with the
--- server_id, host name and port (a replica has another server_id; a dump
--- loaded elsewhere, another host or port). Found on another server, this
--- one starts a new epoch: the other may have granted or renewed leases
--- whose writes never arrived here, none longer than max_ttl_ms, so grants
--- wait for that plus the sweep grace, by this server's clock; and its
--- tokens floor at this server's clock in microseconds since 1970. No
--- token of an earlier epoch is as large: each epoch's tokens start at its
--- floor, the clock at its start, and grow by one per grant of a resource,
--- which takes far more than a microsecond, so they stay below the clock of
--- the server that issues them, and so below the clock at any later
--- epoch's start (clocks of the servers agreeing to within the time a
--- fail-over takes). The same server (a reconnect, a restart) is no
--- change. A backup restored onto the same server is not recognised: see
--- doc/production.md. Cost: one primary-key read; at a change, a locking
--- read and two writes, once.
+-- server_id, host name, port and replication position (@@gtid_slave_pos,
+-- hashed when long). The position changes whenever this server applies
+-- another writer's transactions as a replica: an old primary that
+-- followed the new one and is promoted again (fail-back) is another
+-- writer, even if it had not applied the new primary's epoch yet; a
+-- replica has another server_id; a dump loaded elsewhere, another host or
+-- port; a disk copy with the same server_id, host and port, once it
+-- replicated, another position. Not a change: a reconnect, a restart, a
+-- lockrun upgrade (a row of the form before the position was part of it
+-- is taken over). So an old primary restarted read-only, never a replica,
+-- and made writable again after the new one wrote is not recognised; nor
+-- is a backup restored onto the same server: `lockrunctl new-epoch` is
+-- the fail-over tool's step for those (doc/production.md).
+--
+-- Found on another server, this one starts a new epoch: the other may have
+-- granted or renewed leases whose writes never arrived here, none longer
+-- than max_ttl_ms (every grant and renewal obeys it, and a raise reaches
+-- grants only after a delay: migration 10), so grants wait for that plus
+-- the sweep grace, by this server's clock; and its tokens floor at this
+-- server's clock in microseconds since 1970. An epoch's tokens start at
+-- its floor, its server's clock at its start, and grow by one per grant of
+-- a resource; it grants nothing before its quarantine ends. So the floor
+-- of the next one is above them only if its server's clock, at the
+-- start, is past the previous epoch's last grant; what this server can
+-- check is that its clock is past the previous quarantine's end. Until it
+-- is (a clock behind the previous writer's, or that writer failed during
+-- its quarantine), no epoch starts and grants wait: p_since is NULL and
+-- p_until the previous quarantine's end, which the busy answer names.
+-- Once past it, the floor is above every token of an epoch that granted
+-- fewer times per resource than its quarantine has microseconds (at least
+-- six million), whatever the clocks say; beyond that, the clocks must
+-- agree to within the previous epoch's life. Cost: a read of global
+-- status and two primary-key reads (one in shared mode); at a change, a
+-- locking read and two writes, once.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_epoch(
-  IN p_galera TINYINT, OUT p_since DATETIME(6), OUT p_until DATETIME(6), OUT p_floor BIGINT UNSIGNED)
+  IN p_galera TINYINT, IN p_ttl_ms BIGINT, IN p_force TINYINT, OUT p_since DATETIME(6),
+  OUT p_until DATETIME(6), OUT p_floor BIGINT UNSIGNED, OUT p_max BIGINT)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_me VARCHAR(255) CHARACTER SET ascii;
   DECLARE v_server VARCHAR(255) CHARACTER SET ascii;
   DECLARE v_epoch INT UNSIGNED;
-  DECLARE v_max BIGINT;
   DECLARE v_now DATETIME(6);
+  DECLARE v_slaves, v_sw, v_lwt BIGINT;
+  DECLARE v_galera TINYINT;
+  DECLARE v_msg VARCHAR(400);
+  SELECT VARIABLE_VALUE INTO v_slaves FROM information_schema.GLOBAL_STATUS
+   WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
+  IF v_slaves > 0 THEN
+    SET v_msg = CONCAT('lockrun: this server replicates from another (', v_slaves,
+                       ' replication connection(s) running): no lock is taken on a replica, ',
+                       'writable or not; point lockrun at the primary');
+    SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = v_msg;
+  END IF;
+  SELECT LEAST(COALESCE(MAX(IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), value)),
+                        86400000), 86400000) INTO p_max
+    FROM lr_settings WHERE name = 'max_ttl_ms' LOCK IN SHARE MODE;
+  IF p_ttl_ms > p_max THEN
+    -- Lowered since the caller's lr_enter: its refusal, now.
+    CALL lr_enter(NULL, 4, NULL, NULL, p_ttl_ms, v_sw, v_lwt, v_galera);
+  END IF;
   IF p_galera THEN
     SET v_me = LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255);
   ELSE
-    SET v_me = LEFT(CONCAT('server:', @@server_id, ':', @@hostname, ':', @@port), 255);
+    SET v_me = CONCAT('server:', @@server_id, ':', LEFT(@@hostname, 100), ':', @@port, ':',
+                      IF(LENGTH(@@gtid_slave_pos) > 100, MD5(@@gtid_slave_pos), @@gtid_slave_pos));
   END IF;
   SELECT server, started_at, quarantine_until, fence_floor INTO v_server, p_since, p_until, p_floor
     FROM lr_epoch WHERE id = 1;
-  IF v_server IS NULL OR v_server <> v_me THEN
+  IF p_force OR v_server IS NULL OR v_server <> v_me THEN
     SET v_server = NULL;
     SELECT epoch, server, started_at, quarantine_until, fence_floor
       INTO v_epoch, v_server, p_since, p_until, p_floor FROM lr_epoch WHERE id = 1 FOR UPDATE;
     SET v_now = UTC_TIMESTAMP(6);
-    IF v_server = '' THEN
-      -- The first routine to run since the schema was made: this server's.
+    IF v_server = '' OR (NOT p_galera AND NOT p_force AND v_server = LEFT(CONCAT('server:',
+        @@server_id, ':', @@hostname, ':', @@port), 255)) THEN
+      -- The first routine to run since the schema was made, or this
+      -- server's own epoch named as before the position was part of it:
+      -- this server's.
       UPDATE lr_epoch SET server = v_me WHERE id = 1;
-      INSERT IGNORE INTO lr_epochs (epoch, server, started_at, quarantine_until, fence_floor)
-      VALUES (v_epoch, v_me, p_since, p_until, p_floor);
-    ELSEIF v_server IS NULL OR v_server <> v_me THEN
-      SELECT value INTO v_max FROM lr_settings WHERE name = 'max_ttl_ms';
+      INSERT INTO lr_epochs (epoch, server, started_at, quarantine_until, fence_floor)
+      VALUES (v_epoch, v_me, p_since, p_until, p_floor)
+      ON DUPLICATE KEY UPDATE server = VALUES(server);
+    ELSEIF NOT p_force AND v_server = v_me THEN
+      -- Started by another transaction meanwhile.
+      SET v_server = v_me;
+    ELSEIF v_server IS NOT NULL AND v_server <> v_me AND v_now < p_until THEN
+      -- This clock has not passed the previous quarantine's end: no
+      -- epoch yet, and no grant.
+      SET p_since = NULL;
+    ELSE
       SET v_epoch = COALESCE(v_epoch, 0) + 1, p_since = v_now,
-          p_until = v_now + INTERVAL (LEAST(COALESCE(v_max, 86400000), 86400000) + 5000) * 1000 MICROSECOND,
+          p_until = v_now + INTERVAL (SELECT LEAST(COALESCE(MAX(value), 86400000), 86400000) + 5000
+                                        FROM lr_settings WHERE name = 'max_ttl_ms') * 1000 MICROSECOND,
           p_floor = GREATEST(COALESCE(p_floor, 0), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', v_now));
       INSERT INTO lr_epoch (id, epoch, server, started_at, quarantine_until, fence_floor)
       VALUES (1, v_epoch, v_me, p_since, p_until, p_floor)

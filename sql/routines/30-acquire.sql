@@ -94,13 +94,23 @@ proc: BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     SET v_now = UTC_TIMESTAMP(6);
-    -- lr_epoch's and lr_fresh's questions, both answered no, in one read.
-    SELECT fence_floor INTO v_floor FROM lr_epoch
-     WHERE id = 1 AND quarantine_until <= v_now
-       AND server = LEFT(IF(v_galera, CONCAT('galera:', @@wsrep_cluster_name),
-                            CONCAT('server:', @@server_id, ':', @@hostname, ':', @@port)), 255)
+    -- lr_epoch's and lr_fresh's questions, all answered no, in one read:
+    -- the epoch is this server's (its identity spelled as lr_epoch does)
+    -- and past its quarantine, no replication thread runs, the lease is
+    -- within max_ttl_ms and no raise of it is new; the settings row in
+    -- shared mode, as lr_epoch reads it.
+    SELECT e.fence_floor INTO v_floor FROM lr_epoch e JOIN lr_settings s ON s.name = 'max_ttl_ms'
+     WHERE e.id = 1 AND e.quarantine_until <= v_now
+       AND e.server = IF(v_galera, LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255),
+                         CONCAT('server:', @@server_id, ':', LEFT(@@hostname, 100), ':', @@port, ':',
+                                IF(LENGTH(@@gtid_slave_pos) > 100, MD5(@@gtid_slave_pos),
+                                   @@gtid_slave_pos)))
+       AND p_ttl_ms <= s.value AND (s.grant_until IS NULL OR s.grant_until <= v_now)
+       AND NOT EXISTS (SELECT 1 FROM information_schema.GLOBAL_STATUS
+                        WHERE VARIABLE_NAME = 'SLAVES_RUNNING' AND VARIABLE_VALUE > 0)
        AND NOT EXISTS (SELECT 1 FROM lr_routines WHERE name IN ('triggers', 'procedures')
-                        AND (name = 'triggers' OR applied_at > v_now - INTERVAL 60 SECOND));
+                        AND (name = 'triggers' OR applied_at > v_now - INTERVAL 60 SECOND))
+      LOCK IN SHARE MODE;
     IF v_floor IS NOT NULL THEN
       SELECT kind, capacity, used, fence, paused_at IS NULL INTO v_rkind, v_cap, v_used, v_fence, v_fast
         FROM lr_resources WHERE name = v_name FOR UPDATE;
@@ -238,6 +248,7 @@ BEGIN
   DECLARE v_fresh, v_held TINYINT DEFAULT 0;
   DECLARE v_since, v_until DATETIME(6);
   DECLARE v_floor BIGINT UNSIGNED;
+  DECLARE v_max BIGINT;
   DECLARE v_paused DATETIME(6);                        -- the resource's pause,
   DECLARE v_note VARCHAR(255);                         -- and why
   DECLARE c CURSOR FOR SELECT j.name, j.kind, j.permits
@@ -264,7 +275,7 @@ BEGIN
   SET v_now = UTC_TIMESTAMP(6);
   CALL lr_fresh(v_fresh);
   -- Before any resource row: the epoch's row is locked first, if at all.
-  CALL lr_epoch(p_galera, v_since, v_until, v_floor);
+  CALL lr_epoch(p_galera, p_ttl_ms, 0, v_since, v_until, v_floor, v_max);
   -- A once item's window, by this server's clock in UTC (no time zone
   -- enters): the start of the period, counted from the epoch plus the
   -- offset, that holds now.
@@ -461,7 +472,12 @@ BEGIN
                  v_state, v_msg;
     IF v_done THEN LEAVE act; END IF;
     SET v_wait_for = NULL, v_holder = NULL;
-    IF v_held THEN
+    IF v_held AND v_since IS NULL THEN
+      SET v_state = 'busy', v_msg = CONCAT('database fail-over: this server''s clock (',
+          DATE_FORMAT(v_now, '%Y-%m-%d %H:%i:%s'), ' UTC) is before the end of the previous ',
+          'writer''s quarantine (', DATE_FORMAT(v_until, '%Y-%m-%d %H:%i:%s'),
+          ' UTC by its clock): no new grants until then');
+    ELSEIF v_held THEN
       SET v_state = 'busy', v_msg = CONCAT('database fail-over at ',
           DATE_FORMAT(v_since, '%Y-%m-%d %H:%i:%s'), ' UTC: no new grants until ',
           DATE_FORMAT(v_until, '%Y-%m-%d %H:%i:%s'), ' UTC');

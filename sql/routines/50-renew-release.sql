@@ -22,6 +22,8 @@ BEGIN
   DECLARE v_galera TINYINT;
   DECLARE v_gid BIGINT UNSIGNED;
   DECLARE v_renewed BIGINT DEFAULT 0;
+  DECLARE v_again BIGINT;        -- the second lr_enter's session values,
+  DECLARE v_again_galera TINYINT; -- which the first one's already hold
   DECLARE v_ended VARCHAR(1000);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -32,6 +34,10 @@ BEGIN
   END;
   CALL lr_enter('lockrun_renew', 14, NULL, p_lease, p_ttl_ms, v_sw, v_lwt, v_galera);
   START TRANSACTION;
+  -- The lease length checked again inside the transaction, the bound
+  -- read in shared mode: a `lockrunctl max-ttl` that lowered it since
+  -- waits for this renewal (and sees its hold), or the renewal is refused.
+  CALL lr_enter('lockrun_renew', 4, NULL, NULL, p_ttl_ms, v_again, v_again, v_again_galera);
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
   IF v_gid IS NOT NULL THEN
     -- UTC_TIMESTAMP as of this statement: after the causal wait.
@@ -78,8 +84,8 @@ END//
 -- request's sleeping doorbell to p_wake, for the KILL after the COMMIT.
 -- The grant is made under the lease the request queued with, and only
 -- that request, with that lease, can claim it (lockrun_acquire).
--- Cost: one locking read of the queue's head per resource, and a few row
--- writes per grant.
+-- Cost: one locking read of the queue's head per resource; with a live
+-- head, lr_epoch once; and a few row writes per grant.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_hand_off(
   IN p_gid BIGINT UNSIGNED, IN p_galera TINYINT, INOUT p_wake VARCHAR(4000),
   OUT p_stuck TINYINT)
@@ -100,16 +106,11 @@ proc: BEGIN
   DECLARE v_fresh, v_paused TINYINT;
   DECLARE v_epoch_at, v_until DATETIME(6);
   DECLARE v_floor BIGINT UNSIGNED;
+  DECLARE v_max BIGINT;
   DECLARE c CURSOR FOR SELECT resource FROM lr_grant_items WHERE grant_id = p_gid ORDER BY resource;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   SET p_stuck = 0;
   IF p_gid IS NULL THEN
-    LEAVE proc;
-  END IF;
-  -- After a fail-over nothing is handed on until the quarantine ends
-  -- (lr_epoch); the waiters acquire then.
-  CALL lr_epoch(p_galera, v_epoch_at, v_until, v_floor);
-  IF v_until > v_now THEN
     LEAVE proc;
   END IF;
   CALL lr_fresh(v_fresh);
@@ -134,6 +135,16 @@ proc: BEGIN
       IF v_req IS NULL OR v_exp <= v_now THEN
         LEAVE head;
       END IF;
+      -- After a fail-over nothing is handed on until the quarantine ends,
+      -- and nothing on a replica (lr_epoch); the waiters acquire then.
+      -- Asked once, and only when there is someone to hand on to: a
+      -- release with nobody waiting pays nothing for it.
+      IF v_until IS NULL THEN
+        CALL lr_epoch(p_galera, NULL, 0, v_epoch_at, v_until, v_floor, v_max);
+      END IF;
+      IF v_until > v_now THEN
+        LEAVE proc;
+      END IF;
       IF v_n >= 10 THEN
         SET p_stuck = 1;
         LEAVE head;
@@ -147,7 +158,9 @@ proc: BEGIN
       END IF;
       -- A lease is left only by a request of one item (its places are
       -- always written whole), so this place is all the request has.
-      IF v_lease IS NULL OR v_ttl IS NULL
+      -- So does one whose lease is longer than max_ttl_ms allows now (it
+      -- was lowered since it queued): its acquire says so.
+      IF v_lease IS NULL OR v_ttl IS NULL OR v_ttl > v_max
          OR EXISTS (SELECT 1 FROM lr_grants WHERE request_id = v_lease) THEN
         -- It may fit, but must acquire itself: the caller wakes it.
         SET p_stuck = 1;

@@ -34,6 +34,7 @@ BEGIN
   DECLARE v_galera TINYINT;
   DECLARE v_since, v_until DATETIME(6);
   DECLARE v_floor BIGINT UNSIGNED;
+  DECLARE v_max BIGINT;
   DECLARE c CURSOR FOR
     SELECT p.GRANTEE FROM information_schema.SCHEMA_PRIVILEGES p
      WHERE p.TABLE_SCHEMA = DATABASE() AND p.GRANTEE <> '''lockrun_owner''@''localhost'''
@@ -79,7 +80,7 @@ BEGIN
   -- read-only server (a replica): it does not write them.
   IF NOT @@global.read_only THEN
     CALL lr_enter(NULL, 0, NULL, NULL, NULL, v_sw, v_lwt, v_galera);
-    CALL lr_epoch(v_galera, v_since, v_until, v_floor);
+    CALL lr_epoch(v_galera, NULL, 0, v_since, v_until, v_floor, v_max);
     CALL lr_leave(v_sw, v_lwt);
   END IF;
   -- What init tells the administrator (the column `note`).

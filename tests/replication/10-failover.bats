@@ -218,8 +218,155 @@ now() { date +%s.%N; }
 	run "$LOCKRUNCTL" -c "$LR_REPL/admin1.conf" doctor
 	assert_output --regexp "topology +a primary with 1 replica\(s\) attached, semi-sync OFF"
 	run "$LOCKRUNCTL" -c "$LR_REPL/admin2.conf" doctor
-	assert_output --regexp "topology +a replica of 127\.0\.0\.11:[0-9]+: lockrun cannot lock here"
+	assert_output --regexp "FAIL +topology +a replica of 127\.0\.0\.11:[0-9]+ \(IO thread Yes, SQL"
 	repl_semisync_on
 	run "$LOCKRUNCTL" -c "$LR_REPL/admin1.conf" doctor
 	assert_output --regexp "semi-sync ON \(1"
+}
+
+@test "doctor through several hosts reads each one's clock, and says which did not answer" {
+	run "$LOCKRUNCTL" -c "$LR_REPL/both.conf" --json doctor
+	assert_output --regexp '"check":"host_clocks","status":"ok","detail":"against this host.s: 127\.0\.0\.11 [-+]0\.0[0-9]{2} s, 127\.0\.0\.12 [-+]0\.0[0-9]{2} s; 0\.0[0-9]{2} s apart'
+	lr_server_stop "$(repl_node 2)"
+	run "$LOCKRUNCTL" -c "$LR_REPL/both.conf" --json doctor
+	assert_output --regexp '"check":"host_clocks","status":"ok","detail":"against this host.s: 127\.0\.0\.11 [-+]0\.0[0-9]{2} s, 127\.0\.0\.12 unknown \(no answer\)'
+}
+
+# token NAME: the token NAME's job started with.
+token() { awk -v n="$1" '$1 == "start" && $2 == n { print $3 }' "$rec"; }
+
+# epochs N: node N's lr_epochs, one line each: epoch, server, previous.
+epochs() { rsql "$1" "SELECT epoch, server, COALESCE(previous, '-') FROM lr_epochs ORDER BY epoch"; }
+
+# wait_started NAME: until NAME's job started; fail after 40 s (a
+# quarantine is 13 s).
+wait_started() {
+	local i
+	for ((i = 0; i < 400; i++)); do
+		started "$1" && return 0
+		sleep 0.1
+	done
+	echo "$1 did not start within 40 s" >&2
+	return 1
+}
+
+# holder_on N NAME SECONDS: a job under lockrun through node N only, in the
+# background (its pid appended to $bg).
+holder_on() {
+	"$LOCKRUN" -c "$LR_REPL/node$1.conf" "${TTL[@]}" -w 60 -x fo -- "$work/job" "$2" "$3" 3>&- &
+	bg+=" $!"
+}
+
+@test "fail-back: an old primary that followed the new one and is promoted again starts an epoch, though it lacks the new one's" {
+	run -0 lr A 0
+	repl_wait_caught_up
+	repl_kill_primary
+	repl_promote
+	# Node 1 comes back as node 2's replica and applies a first write of
+	# node 2's, then stops applying: it never gets node 2's epoch.
+	repl_sql 2 "CREATE DATABASE IF NOT EXISTS lrh; CREATE TABLE IF NOT EXISTS lrh.t (id INT PRIMARY KEY) ENGINE=InnoDB"
+	repl_restart_old_primary_read_only
+	repl_make_replica 1 current_pos
+	repl_wait_caught_up
+	repl_stop_applier
+	holder_on 2 B 60
+	wait_started B
+	assert_equal "$(rsql 1 "SELECT COUNT(*) FROM lr_epochs")" 1
+	# Node 2 fails while B holds the mutex; node 1 is promoted again.
+	repl_kill_primary
+	repl_promote
+	local t0
+	t0=$(now)
+	run -0 lr C 0 -w 60
+	# B's lockrun lost its lease with node 2 and stopped B before C ran.
+	exclusive
+	echo "# fail-back: C granted $(since "$t0" C) s after node 1's second promotion, token $(token C) > B's $(token B)" >&3
+	run -0 epochs 1
+	assert_line --regexp "^2	server:11:.*	server:11:"
+}
+
+@test "an old primary restarted read-only and made writable again is not recognised (a limit); lockrunctl new-epoch starts its epoch" {
+	run -0 lr A 0
+	repl_kill_primary
+	repl_promote
+	holder_on 2 B 60
+	wait_started B
+	# Node 1 back read-only, replicating from nobody: it never applies
+	# anything of node 2's, and its identity stays what its epoch names.
+	repl_restart_old_primary_read_only
+	repl_kill_primary
+	repl_promote
+	assert_equal "$(rsql 1 "SELECT COUNT(*) FROM lr_epochs")" 1
+	# The fail-over tool's step (doc/production.md): a new epoch here.
+	run -0 "$LOCKRUNCTL" -c "$LR_REPL/admin1.conf" new-epoch
+	assert_output --regexp "^epoch 2: no new grants until .* UTC; tokens above [0-9]+$"
+	run -0 lr C 0 -w 60
+	exclusive
+	run -0 epochs 1
+	assert_line --regexp "^2	server:11:[^	]*	server:11:"
+}
+
+@test "a writable replica takes no lock while it replicates, and says why; doctor fails it also when stopped" {
+	local p r before
+	p=$(repl_primary)
+	r=$(repl_replica)
+	repl_sql "$r" "SET GLOBAL read_only = OFF"
+	before=$(repl_sql "$r" "SELECT @@gtid_binlog_pos")
+	# Its threads run (as when a replica is promoted while its SQL
+	# thread still applies old events): refused, nothing written.
+	run -69 --separate-stderr "$LOCKRUN" -c "$LR_REPL/node$r.conf" "${TTL[@]}" -x fo -- true
+	[[ $stderr == *"this server replicates from another (1 replication connection(s) running): no lock is taken on a replica, writable or not"*"(1290)"* ]] ||
+		fail "$stderr"
+	assert_equal "$(repl_sql "$r" "SELECT @@gtid_binlog_pos")" "$before"
+	run -1 "$LOCKRUNCTL" -c "$LR_REPL/admin$r.conf" --json doctor
+	assert_output --partial '{"check":"read_only","status":"ok","detail":"the server accepts writes"}'
+	assert_output --regexp "\"check\":\"topology\",\"status\":\"problem\",\"detail\":\"a replica of 127\.0\.0\.1$p:[0-9]+ \(IO thread Yes, SQL thread Yes\): lockrun cannot lock here, writable or not"
+	# Its applier stopped, the routines cannot see it (doc/production.md):
+	# doctor does.
+	repl_stop_applier
+	run -1 "$LOCKRUNCTL" -c "$LR_REPL/admin$r.conf" --json doctor
+	assert_output --regexp "\"status\":\"problem\",\"detail\":\"a replica of 127\.0\.0\.1$p:[0-9]+ \(IO thread Yes, SQL thread No\)"
+	# Promoted, it takes locks, after its epoch's quarantine.
+	repl_kill_primary
+	repl_promote
+	run -0 lr A 0 -w 60
+	assert_equal "$(rsql "$r" "SELECT COUNT(*) FROM lr_epochs WHERE previous IS NOT NULL")" 1
+}
+
+@test "a raise of max-ttl reaches grants only after a minute: a replica that missed it missed no lease it allowed" {
+	repl_stop_applier
+	run -0 repl_ctl max-ttl 60s
+	assert_output --regexp "^max-ttl 1m \(was 8s\): .* leases up to 1m from [0-9:]+ UTC, once replicas have it"
+	run -64 --separate-stderr "$LOCKRUN" -c "$LR_REPL/both.conf" --ttl 60 -x fo -- true
+	[[ $stderr == *"ttl_ms must be 1000-8000"* ]] || fail "$stderr"
+	run -0 lr A 0
+	# A replica that has the raise quarantines for it at once.
+	repl_start_applier
+	repl_wait_caught_up
+	assert_equal "$(rsql "$(repl_replica)" "SELECT value FROM lr_settings WHERE name = 'max_ttl_ms'")" 60000
+}
+
+@test "a new primary whose clock is behind the previous writer's starts no epoch until it has passed that one's quarantine" {
+	# The replica's copy of the epoch as a writer whose clock is 20 s
+	# ahead of this machine's wrote it, just before granting token F + 1
+	# (which the replica missed): its quarantine ends 28 s from now.
+	local r floor
+	r=$(repl_replica)
+	rsql "$r" "UPDATE lr_epoch SET epoch = 5, server = 'server:99:elsewhere:3306:',
+		started_at = UTC_TIMESTAMP(6) + INTERVAL 20 SECOND,
+		quarantine_until = UTC_TIMESTAMP(6) + INTERVAL 28 SECOND,
+		fence_floor = TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6) + INTERVAL 20 SECOND)"
+	floor=$(rsql "$r" "SELECT fence_floor FROM lr_epoch")
+	repl_kill_primary
+	repl_promote
+	run -1 "$LOCKRUNCTL" -c "$LR_REPL/admin$r.conf" new-epoch
+	assert_output --partial "no new epoch: this server's clock has not passed the end of the previous writer's quarantine"
+	run -75 --separate-stderr "$LOCKRUN" -c "$LR_REPL/node$r.conf" -v "${TTL[@]}" -n -x fo -- true
+	[[ $stderr == *"this server's clock"*"is before the end of the previous writer's quarantine"* ]] || fail "$stderr"
+	run -0 lr A 0 -w 90
+	# Above every token the previous epoch could have issued in fewer
+	# grants than its quarantine (8 s) has microseconds.
+	(($(token A) > floor + 8000000)) || fail "token $(token A), floor $floor"
+	run -0 epochs "$r"
+	assert_line --regexp "^6	server:1$r:.*	server:99:elsewhere:3306:$"
 }
