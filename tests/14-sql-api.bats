@@ -771,3 +771,24 @@ need_pymysql() {
 	out=$(rel "$lease")
 	assert_equal "$(field released "$out")" 1
 }
+
+@test "a renewal under snapshot isolation is not failed by a hold changed after its first read (1020)" {
+	local r l gid out
+	r=$(newid) l=$(newid)
+	acq mutex:snap "$r" "$l" >/dev/null
+	gid=$(sql "SELECT id FROM lr_grants WHERE request_id = '$l'")
+	# The hold row is locked while the renewal starts; then it is changed
+	# and committed, after the renewal's transaction read the grant but
+	# before its UPDATE of the hold, as a check on Galera or a claim would.
+	sql "START TRANSACTION; SELECT 1 FROM lr_holds WHERE grant_id = $gid FOR UPDATE;
+		DO SLEEP(1); UPDATE lr_holds SET checks = checks + 1 WHERE grant_id = $gid; COMMIT" \
+		>/dev/null 3>&- &
+	local locker=$!
+	sleep 0.3
+	run app "SET SESSION innodb_snapshot_isolation = ON; CALL lockrun_renew('$l', 30000)"
+	wait "$locker"
+	assert_success
+	assert_equal "$(field renewed "$output")" 1
+	assert_equal "$(sql "SELECT checks FROM lr_holds WHERE grant_id = $gid")" 1
+	rel "$l" >/dev/null
+}

@@ -33,6 +33,13 @@ BEGIN
     RESIGNAL;
   END;
   CALL lr_enter('lockrun_renew', 14, NULL, p_lease, p_ttl_ms, v_sw, v_lwt, v_galera);
+  -- READ COMMITTED: under the session's REPEATABLE READ with snapshot
+  -- isolation (on by default from MariaDB 11.6), a hold that a check or
+  -- a claim changed after this transaction's first read would fail the
+  -- UPDATE with 1020. Under autocommit = 0 lr_enter's reads began a
+  -- transaction, and SET TRANSACTION would fail (1568): end it first.
+  COMMIT;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   -- The lease length checked again inside the transaction, the bound
   -- read in shared mode: a `lockrunctl max-ttl` that lowered it since
