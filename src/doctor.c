@@ -41,11 +41,12 @@ enum {
 	V_SYS_TZ,
 	V_WSREP,
 	V_LWT,
+	V_GENERAL_LOG,
 	NVARS
 };
 static const char *const var_names[NVARS] = {
-    "version",   "version_comment",  "read_only", "super_read_only",         "wait_timeout",
-    "time_zone", "system_time_zone", "wsrep_on",  "innodb_lock_wait_timeout"};
+    "version",   "version_comment",  "read_only", "super_read_only",          "wait_timeout",
+    "time_zone", "system_time_zone", "wsrep_on",  "innodb_lock_wait_timeout", "general_log"};
 
 struct doctor {
 	lr_db *db;
@@ -94,7 +95,7 @@ static bool read_vars(struct doctor *d)
 	if (!lr_db_query(d->db, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', "
 	                        "'version_comment', 'read_only', 'super_read_only', "
 	                        "'wait_timeout', 'time_zone', 'system_time_zone', 'wsrep_on', "
-	                        "'innodb_lock_wait_timeout')"))
+	                        "'innodb_lock_wait_timeout', 'general_log')"))
 		return false;
 	while ((row = lr_db_fetch(d->db)))
 		for (int i = 0; i < NVARS; i++)
@@ -281,6 +282,26 @@ static void check_read_only(struct doctor *d)
 		    on(d->var[V_SUPER_RO]) ? "super_read_only" : "read_only");
 	else
 		say(d, "read_only", SEV_OK, "the server accepts writes");
+}
+
+/*
+ * With the general query log on, the server writes the parameters of a
+ * prepared statement into its text, which every session of the same
+ * account reads in the process list: the leases and request ids lockrun
+ * sends as parameters would be there for any of them to replay. The slow
+ * log lockrun turns off for its own session; this one a session cannot.
+ */
+static void check_general_log(struct doctor *d)
+{
+	if (on(d->var[V_GENERAL_LOG]))
+		say(d, "general_log", SEV_WARN,
+		    "general_log is ON: the server writes every statement's parameters into "
+		    "its text, so other sessions of lockrun's account can read leases in the "
+		    "process list and release or renew grants that are not theirs; turn it "
+		    "off, or give each host its own account");
+	else
+		say(d, "general_log", SEV_OK,
+		    "general_log is OFF: leases and request ids stay out of the process list");
 }
 
 /*
@@ -1008,6 +1029,7 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_read_only(&d);
 	check_topology(&d);
 	check_wait_timeout(&d);
+	check_general_log(&d);
 	check_time_zone(&d);
 	check_clock(&d);
 	check_host_clocks(&d);

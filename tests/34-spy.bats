@@ -94,3 +94,25 @@ d = json.load(open(sys.argv[1]))
 print("seen", d["seen"] > 0, "ids", d["ids"], "acted", d["acted"])' "$spy"
 	assert_output "seen True ids [] acted []"
 }
+
+@test "with the general log on, the spy reads leases, and doctor warns of it" {
+	local spy=$BATS_TEST_TMPDIR/spy.json
+	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" doctor
+	assert_line --regexp '^ok +general_log +general_log is OFF'
+	sql "SET GLOBAL log_output = 'TABLE', GLOBAL general_log = ON"
+	run "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" doctor
+	assert_line --regexp '^WARN +general_log +general_log is ON: the server writes every'
+	# Why: the parameters are then in the text, here a waiter's request
+	# id while it sleeps on its doorbell (what the spy's replays then do
+	# to the runs is not the point).
+	/usr/bin/python3 "$LR_SRC/tests/tools/spy.py" "$LOCKRUN_CONFIG" 4 >"$spy" 3>&- &
+	sleep 0.5
+	"$LOCKRUN" -x spy-gl -- sleep 2 >/dev/null 2>&1 3>&- &
+	sleep 0.3
+	"$LOCKRUN" -w 5 -x spy-gl -- true >/dev/null 2>&1 || true
+	wait # the holder and the spy
+	sql "SET GLOBAL general_log = OFF; TRUNCATE mysql.general_log"
+	run /usr/bin/python3 -c 'import json, sys
+print(len(json.load(open(sys.argv[1]))["ids"]) > 0)' "$spy"
+	assert_output True
+}
