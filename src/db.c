@@ -758,6 +758,27 @@ static bool drain(lr_db *db, unsigned timeout_ms)
 }
 
 /*
+ * After a statement failed with db->err set: its partial answer is
+ * dropped; a node that is not ready (Galera, 1047), or a read-only server
+ * (a replica, or an old primary the fail-over fenced: 1290, before
+ * anything was written), is passed over by the next connect, as another
+ * host may serve; a broken connection is closed. For lr_db_query and
+ * lr_db_call alike.
+ */
+static void failed(lr_db *db)
+{
+	free_result(db);
+	if (db->err == ER_OPTION_PREVENTS_STATEMENT && db->p->nhosts > 1)
+		db->err = LR_DB_EREADONLY;
+	if ((db->err == ER_UNKNOWN_COM_ERROR || db->err == LR_DB_EREADONLY) && db->p->nhosts > 1)
+		db->first_host = (db->cur_host + 1) % db->p->nhosts;
+	if (lr_db_error_is_connection(db->err)) {
+		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
+		lr_db_disconnect(db);
+	}
+}
+
+/*
  * Sends one statement and, if it returns rows, stores them all (so the next
  * statement can go at once). For a CALL the first result set is the answer
  * and the rest of the reply is read too (drain). One round trip plus the
@@ -794,20 +815,8 @@ bool lr_db_query(lr_db *db, const char *sql)
 	watch_idle(db);
 	return true;
 fail:
-	free_result(db);
 	take_error(db, "query", timeout_ms);
-	/* A node that is not ready (Galera, 1047), or a read-only server (a
-	 * replica, or an old primary the fail-over fenced: 1290, before
-	 * anything was written), is passed over by the next connect: another
-	 * host may serve. */
-	if (db->err == ER_OPTION_PREVENTS_STATEMENT && db->p->nhosts > 1)
-		db->err = LR_DB_EREADONLY;
-	if ((db->err == ER_UNKNOWN_COM_ERROR || db->err == LR_DB_EREADONLY) && db->p->nhosts > 1)
-		db->first_host = (db->cur_host + 1) % db->p->nhosts;
-	if (lr_db_error_is_connection(db->err)) {
-		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
-		lr_db_disconnect(db);
-	}
+	failed(db);
 	return false;
 }
 
@@ -1102,11 +1111,7 @@ bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned 
 stmt_fail:
 	take_stmt_error(db, st, "call", timeout_ms);
 fail:
-	free_result(db);
-	if (lr_db_error_is_connection(db->err)) {
-		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
-		lr_db_disconnect(db);
-	}
+	failed(db);
 	return false;
 }
 
