@@ -396,11 +396,14 @@ BEGIN
   IF v_ended THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was used already; take a new one';
   END IF;
+  -- The kinds compare as bytes: tables made on MariaDB 10.x have
+  -- utf8mb4_general_ci, a JSON_TABLE column on 11.8 that server's default
+  -- utf8mb4_uca1400_ai_ci, and `=` between the two is refused (1267).
   IF v_gid IS NOT NULL AND ((SELECT COUNT(*) FROM lr_grant_items WHERE grant_id = v_gid) <> v_nitems
      OR EXISTS (SELECT 1 FROM JSON_TABLE(p_req, '$[*]' COLUMNS(name VARCHAR(80) PATH '$.name',
                   kind VARCHAR(10) PATH '$.kind', permits BIGINT UNSIGNED PATH '$.permits')) j
                  WHERE NOT EXISTS (SELECT 1 FROM lr_grant_items i WHERE i.grant_id = v_gid
-                                    AND i.resource = j.name AND i.kind = j.kind AND i.permits = j.permits))) THEN
+                                    AND i.resource = j.name AND BINARY i.kind = BINARY j.kind AND i.permits = j.permits))) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was granted for other items; a replay must name the same items, kinds and counts (take a new lease id for another request)';
   END IF;
   IF v_outcome = 'invalid' THEN
