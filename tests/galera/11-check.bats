@@ -352,6 +352,14 @@ def cmd_order(when, end):
 
     if when == "before":
         ending()
+        # Before, as node 1 sees it: a check inside a transaction gets no
+        # causal wait (the lagging cases below are about that), so wait
+        # until node 1 has applied the ending, without a causal read.
+        seen = admin(1, causal=False)
+        for _ in range(100):
+            if q(seen, "SELECT COUNT(*) AS n FROM lr_holds WHERE grant_id = %s", (gid,))[0]["n"] == 0:
+                break
+            time.sleep(0.05)
         step("begin", "BEGIN")
         r = checked()
         if r is not None:
