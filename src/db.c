@@ -1041,7 +1041,6 @@ bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned 
 	MYSQL_BIND b[LR_DB_PARAMS];
 	unsigned long len[LR_DB_PARAMS];
 	MYSQL_STMT *st = NULL;
-	my_bool yes = 1;
 	int status;
 
 	free_result(db);
@@ -1085,7 +1084,6 @@ bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned 
 	 * the last part of a CALL's reply is its status, without fields. */
 	for (bool first = true;; first = false) {
 		if (mysql_stmt_field_count(st) > 0) {
-			mysql_stmt_attr_set(st, STMT_ATTR_UPDATE_MAX_LENGTH, &yes);
 			status = mysql_stmt_store_result_start(&db->ret_int, st);
 			if (status)
 				drive(db, status, cont_stmt_store, timeout_ms);
