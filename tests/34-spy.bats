@@ -60,10 +60,10 @@ for t in d["texts"]:
     print("text", t)' "$spy"
 	assert_line "seen True"
 	assert_line "acted []"
-	# What it saw: the calls, with nothing in their text but '?'.
-	assert_line "text CALL lockrun_acquire(?,?,?,?,?,?,?,?,?)"
-	assert_line "text CALL lockrun_renew(?,?)"
-	assert_line "text CALL lockrun_release(?,?,?,?)"
+	# What it saw: calls, with nothing in their text but '?'. Which ones
+	# it caught in flight is the sampling's luck (a renewal takes a
+	# millisecond), so none is named.
+	assert_line --regexp '^text CALL lockrun_[a-z_]+\(\?(,\?)*\)$'
 	refute_line --regexp "^text CALL .*'"
 	# The only 32-hex strings in sight are the public wake-up lock names
 	# (hashes of request ids): no lease, no request id of the lock log.
