@@ -373,11 +373,13 @@ static enum tx attempt(struct lr_request *lk, bool may_enqueue)
 	return r;
 }
 
-/* Leaves the queue: on giving up, on a signal, on an error. Best effort:
- * rows left behind expire after 10 s anyway. One round trip. */
+/* Leaves the queue: on giving up, on a signal, on an error. Also when an
+ * acquire's answer was lost and could not be settled: it may have queued
+ * us. Best effort: rows left behind expire after 10 s, but until then
+ * they stand at the head of the queue. One round trip. */
 static void dequeue(struct lr_request *lk)
 {
-	if (!lk->ever_queued)
+	if (!lk->ever_queued && !lk->unsettled)
 		return;
 	if (ensure_connected(lk))
 		lr_call_dequeue(lk);

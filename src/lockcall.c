@@ -491,6 +491,10 @@ enum lr_call lr_call_settle(struct lr_request *lk, enum lr_outcome *out)
 		*out = LR_OUT_NONE;
 	lk->grant_id = *out == LR_OUT_GRANTED ? gid : 0;
 	lk->queued = *out == LR_OUT_QUEUED;
+	/* An acquire whose answer was lost may have queued us: the places
+	 * are ours to leave (dequeue) as much as any the answer named. */
+	if (lk->queued)
+		lk->ever_queued = true;
 out:
 	stmt_finish(&sb);
 	return r;

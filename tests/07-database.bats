@@ -163,6 +163,33 @@ ms_since() {
 	assert_equal "$(waiters)" 0
 }
 
+@test "a run stopped while its enqueuing acquire waits on the resource row leaves no place behind" {
+	"$LOCKRUN" -x sq -- sh -c "while [ ! -e $BATS_TEST_TMPDIR/go ]; do sleep 0.05; done" 3>&- &
+	local holder=$!
+	bg_pids="$holder"
+	lr_wait_eq 1 holds sq
+	# The acquire that would queue waits on the row; SIGTERM cuts its
+	# connection. On the server it still runs and queues once the row is
+	# free; the settlement after it finds the place, which must then be
+	# left (else it stands at the head of the queue for 15 s).
+	lock_rows 2 lr_resources "name = 'sq'"
+	"$LOCKRUN" -w 60 -x sq -- touch "$BATS_TEST_TMPDIR/ran" 3>&- &
+	local w=$! rc=0
+	sleep 0.7
+	kill -TERM "$w"
+	wait "$w" || rc=$?
+	assert_equal "$rc" 143
+	wait "$locker"
+	local n
+	for n in $(seq 10); do
+		assert_equal "$(waiters sq)" 0
+		sleep 0.2
+	done
+	[[ ! -e $BATS_TEST_TMPDIR/ran ]] || fail "ran without the lock"
+	touch "$BATS_TEST_TMPDIR/go"
+	wait "$holder"
+}
+
 @test "the server's clock stepping forward within the grace ends no lease; beyond it, the lock is free" {
 	local log=$BATS_TEST_TMPDIR/log
 	"$LOCKRUN" -v --ttl 9 --kill-after 1 -x step -- sh -c "echo enter >>$rec; sleep 60" 3>&- 2>"$log" &
