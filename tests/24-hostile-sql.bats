@@ -328,12 +328,12 @@ wait_rc() {
 	assert_line --regexp '^ok sweeprace\.kept '
 }
 
-@test "lockrun_check in a transaction left open, at every isolation level and with autocommit=0, keeps out only the release of the grant it checked" {
+@test "lockrun_check in a transaction left open, at every isolation level (also one set for the next transaction only) and with autocommit=0, keeps out only the release of the grant it checked" {
 	run hostile checklocks
 	assert_success
 	refute_output --partial FAIL
 	local level
-	for level in read-uncommitted read-committed repeatable-read serializable; do
+	for level in read-uncommitted read-committed repeatable-read serializable serializable-once; do
 		assert_line --regexp "^ok checklocks\.$level\.start-transaction "
 		assert_line --regexp "^ok checklocks\.$level\.autocommit-0 "
 	done

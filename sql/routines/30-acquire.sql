@@ -130,11 +130,11 @@ proc: BEGIN
       UPDATE lr_resources SET fence = v_fence, used = used + v_permits, updated_at = v_now
        WHERE name = v_name;
       INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
-                             ttl_ms, requested_at, acquired_at)
+                             ttl_ms, holds, requested_at, acquired_at)
       VALUES (p_lease, IF(v_kind = 'key', SUBSTRING(v_name, 4), NULL),
               LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
               LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024), p_ttl_ms,
-              v_now, v_now);
+              1, v_now, v_now);
       SET v_gid = LAST_INSERT_ID();
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       VALUES (v_gid, v_name, v_kind, v_permits, v_fence);
@@ -438,10 +438,10 @@ BEGIN
   --    request time is its oldest queue place's.
   IF v_outcome = 'granted' AND v_gid IS NULL THEN
     INSERT INTO lr_grants (request_id, idem_key, host, pid, os_user, db_user, command,
-                           ttl_ms, requested_at, acquired_at, once_window, once_period_ms)
+                           ttl_ms, holds, requested_at, acquired_at, once_window, once_period_ms)
     VALUES (p_lease, COALESCE(p_once_key, v_key), v_host, COALESCE(p_pid, 0),
             LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024), p_ttl_ms,
-            COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
+            v_nitems, COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
             v_now, v_window, p_period);
     SET v_gid = LAST_INSERT_ID();
     DELETE FROM lr_waiters WHERE request_id = p_request;

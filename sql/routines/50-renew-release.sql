@@ -177,9 +177,9 @@ proc: BEGIN
              used = used + IF(v_fresh, 0, v_permits), updated_at = v_now
        WHERE name = v_res;
       SELECT fence INTO v_fence FROM lr_resources WHERE name = v_res;
-      INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms,
+      INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms, holds,
                              requested_at, acquired_at, queued_as)
-      VALUES (v_lease, v_host, v_pid, v_os, COALESCE(v_dbu, ''), v_cmd, v_ttl, v_since, v_now, v_req);
+      VALUES (v_lease, v_host, v_pid, v_os, COALESCE(v_dbu, ''), v_cmd, v_ttl, 1, v_since, v_now, v_req);
       SET v_gid = LAST_INSERT_ID();
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       VALUES (v_gid, v_res, v_kind, v_permits, v_fence);

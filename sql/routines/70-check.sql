@@ -30,10 +30,21 @@ DELIMITER //
 -- expiry and fence. (Renew and release lock hold rows before the grant
 -- row: one running at this very moment may deadlock with the check, and
 -- the server rolls one back with 1213, which either side retries; the
--- other order would lock the gap of a hold deleted meanwhile.) Refused under SERIALIZABLE inside a transaction: there
--- every read locks, and the lease's look-up alone would lock a gap of the
--- lease index (a made-up lease a gap where new leases go). Cost: two index
--- reads, then one primary-key read per hold and one for the grant.
+-- other order would lock the gap of a hold deleted meanwhile.)
+--
+-- Refused in a transaction when the session's level is SERIALIZABLE:
+-- there every read locks, and the look-up of a lease nobody holds would
+-- lock a gap of the lease index, where new grants' leases go. A one-shot
+-- SET TRANSACTION ISOLATION LEVEL SERIALIZABLE is invisible to a routine
+-- (the session variable keeps its value, and INNODB_TRX needs PROCESS and
+-- lags by up to 0.1 s), so the reads are laid out to lock no gap there
+-- either for a live lease: the lease and the grant row are found by
+-- unique keys, and the hold rows by a range read that stops at the
+-- grant's own count of them (lr_grants.holds), never reading the next
+-- grant's row. A made-up lease in such a transaction does lock the gap
+-- around it until the caller ends it, and grants whose lease falls there
+-- wait for that (doc/sql-api.md says so). Cost: two index reads, then one
+-- primary-key read per hold and one for the grant.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_check(
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_resource VARCHAR(80) CHARACTER SET ascii)
   MODIFIES SQL DATA SQL SECURITY DEFINER
@@ -46,10 +57,12 @@ BEGIN
   DECLARE v_exp, v_min DATETIME(6);
   DECLARE v_fence, v_max BIGINT UNSIGNED;
   DECLARE v_iso VARCHAR(40) DEFAULT '';
-  -- The hold rows' keys, read without a lock (the caller's level is below
-  -- SERIALIZABLE or it has no transaction).
-  DECLARE c CURSOR FOR SELECT resource FROM lr_holds
-    WHERE grant_id = v_gid AND (p_resource IS NULL OR resource = p_resource);
+  DECLARE v_n BIGINT;
+  -- The hold rows' keys: all of the grant's, the resource is picked out
+  -- below (a miss of (resource, grant id) would lock a gap), and no more
+  -- rows than the grant made (v_n): a read past them would lock the gap
+  -- after them under a SERIALIZABLE the session does not show.
+  DECLARE c CURSOR FOR SELECT resource FROM lr_holds WHERE grant_id = v_gid LIMIT v_n;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -72,7 +85,8 @@ BEGIN
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
   SET v_done = 0;
   IF v_gid IS NOT NULL THEN
-    SELECT ended_at IS NULL INTO v_open FROM lr_grants WHERE id = v_gid LOCK IN SHARE MODE;
+    SELECT ended_at IS NULL, COALESCE(holds, 65536) INTO v_open, v_n FROM lr_grants
+     WHERE id = v_gid LOCK IN SHARE MODE;
     SET v_done = 0;
   END IF;
   IF v_open THEN
@@ -80,6 +94,7 @@ BEGIN
     l: LOOP
       FETCH c INTO v_res;
       IF v_done THEN LEAVE l; END IF;
+      IF p_resource IS NOT NULL AND BINARY v_res <> BINARY p_resource THEN ITERATE l; END IF;
       IF v_galera THEN
         UPDATE lr_holds SET checks = checks + 1 WHERE resource = v_res AND grant_id = v_gid;
       END IF;

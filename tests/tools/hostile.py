@@ -994,6 +994,9 @@ def cmd_replay():
 # ------------------------------------------------------------------ checklocks
 
 LEVELS = ["READ UNCOMMITTED", "READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"]
+# SERIALIZABLE for the next transaction only (SET TRANSACTION), which the
+# session's variables do not show.
+ONCE = "SERIALIZABLE ONCE"
 
 
 def trx_record_locks(adm, conn_id):
@@ -1014,16 +1017,26 @@ def cmd_checklocks():
     open, other clients must be served as if it were not: fresh mutexes
     granted, a release that hands its mutex to a waiter; only a release of
     the checked grant itself waits for it. Under SERIALIZABLE, where every
-    read locks, the check is refused instead (it must then lock nothing)."""
+    read locks, the check is refused instead (it must then lock nothing).    A SERIALIZABLE set for the next transaction only, which the check
+    cannot see, must lock no more than the other levels for a live lease;
+    a made-up lease there locks the gap around it (a documented limit),
+    which a grant with the next lease up meets."""
     adm = admin()
     other = account()
     was = run(adm, "SELECT @@global.innodb_status_output_locks AS v").first("v")
     run(adm, "SET GLOBAL innodb_status_output_locks = ON")
-    for level in LEVELS:
+    for level in LEVELS + [ONCE]:
         for how in ("start-transaction", "autocommit-0"):
             tag = f"checklocks.{level.replace(' ', '-').lower()}.{how}"
-            lease = newid()
-            r = call(other, "lockrun_acquire", f"mutex:h-cl-{newid()[:8]}", newid(), lease, 30000, 0,
+            # At SERIALIZABLE ONCE the lease's look-up locks the gap below
+            # it: the checked lease is made low, and the others' leases
+            # (up) start above it, so only a lock beyond it would meet them.
+            lease, mine = newid(), f"h-cl-{newid()[:8]}"
+            up = newid
+            if level == ONCE:
+                lease = "000000" + lease[6:]
+                up = lambda: secrets.choice("123456789abcdef") + newid()[1:]  # noqa: E731
+            r = call(other, "lockrun_acquire", f"mutex:{mine}", newid(), lease, 30000, 0,
                      "h", 1, "u", "24-hostile")
             if r.error or r.first("outcome") != "granted":
                 fail(tag, f"set-up acquire: {r!r}")
@@ -1033,40 +1046,59 @@ def cmd_checklocks():
                 SET h.expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE g.request_id = %s""", (lease,))
             chk = account(autocommit=(how != "autocommit-0"))
             cid = run(chk, "SELECT CONNECTION_ID() AS c").first("c")
-            run(chk, f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
+            if level == ONCE:
+                run(chk, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            else:
+                run(chk, f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
             if how == "autocommit-0":
                 run(chk, "SET autocommit = 0")
-            else:
+            if level == ONCE:
+                run(chk, "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+            if how != "autocommit-0":
                 run(chk, "START TRANSACTION")
             first = call(chk, "lockrun_check", lease, None)
             refused = 0
-            for _ in range(300):
+            # (A made-up lease locks a gap at SERIALIZABLE ONCE: below.)
+            for _ in range(0 if level == ONCE else 300):
                 res = call(chk, "lockrun_check", newid(), None)
                 refused += res.error
             why = []
+            # Of its one resource: the same answer, read the same way.
+            if level == ONCE:
+                one = call(chk, "lockrun_check", lease, mine)
+                if one.error or (one.first("live"), one.first("holds")) != (0, 1):
+                    why.append(f"check of its resource answered {one!r}, want live 0, holds 1")
             if level == "SERIALIZABLE":
                 if not (first.errno == 1644 and "SERIALIZABLE" in (first.msg or "")) or refused != 300:
                     why.append(f"check answered {first!r} ({refused}/300 made-up refused), want 1644 SERIALIZABLE")
             elif first.error or (first.first("live"), first.first("holds")) != (0, 1) or refused:
                 why.append(f"check answered {first!r} ({refused}/300 made-up refused), want live 0, holds 1")
             # Its locks, as the server lists them: records only, no gap.
+            # At SERIALIZABLE ONCE the look-ups by the lease and by the
+            # grant id take next-key locks on the entries they find: the
+            # lease's entry with the gap before it (down to the lease
+            # logged before it), the grant's holds' entries with the gaps
+            # before them, where no later grant's holds go. The others
+            # below show that nothing after them is locked.
             locks = trx_record_locks(adm, cid)
-            gaps = [ln for ln in locks if "locks rec but not gap" not in ln]
+            gaps = [ln for ln in locks if "locks rec but not gap" not in ln
+                    and not (level == ONCE and ("index k_grant " in ln or "index uq_request " in ln))]
             if gaps:
                 why.append(f"locks a gap or next key: {gaps[:2]}")
-            if level != "SERIALIZABLE" and len(locks) != 2:
-                why.append(f"{len(locks)} record locks listed, want 2 (the grant row, its hold row)")
+            want = 4 if level == ONCE else 2
+            if level != "SERIALIZABLE" and len(locks) != want:
+                why.append(f"{len(locks)} record locks listed, want {want}: {locks}")
             # Others meanwhile: three fresh mutexes, and a hand-off.
             t0 = time.monotonic()
             for _ in range(3):
-                lx = newid()
+                lx = up()
                 r = call(other, "lockrun_acquire", f"mutex:h-cl-{newid()[:8]}", newid(), lx, 30000, 0,
                          "h", 1, "u", "24-hostile")
                 if r.error or r.first("outcome") != "granted":
                     why.append(f"a fresh mutex: {r!r}")
                 call(other, "lockrun_release", lx, "exited", 0, None)
             name = f"h-cl-{newid()[:8]}"
-            lh, rw, lw = newid(), newid(), newid()
+            lh, rw, lw = up(), newid(), up()
             call(other, "lockrun_acquire", f"mutex:{name}", newid(), lh, 30000, 0, "h", 1, "u", "24-hostile")
             waiter = account()
             r = call(waiter, "lockrun_acquire", f"mutex:{name}", rw, lw, 30000, 1, "h", 1, "u", "24-hostile")
@@ -1089,6 +1121,15 @@ def cmd_checklocks():
                 r = call(other, "lockrun_release", lease, "exited", 0, None)
                 if r.errno != 1205:
                     why.append(f"the checked grant's release answered {r!r}, want 1205 while the check holds it")
+            # The limit: a made-up lease above every lease locks the gap up
+            # to the end of the lease index; a grant with a lease there
+            # waits for the transaction (1205 after its lock wait).
+            if level == ONCE and how == "start-transaction":
+                call(chk, "lockrun_check", "f" * 31 + "e", None)
+                r = call(other, "lockrun_acquire", f"mutex:h-cl-{newid()[:8]}", newid(), "f" * 32, 30000, 0,
+                         "h", 1, "u", "24-hostile")
+                if r.errno != 1205:
+                    why.append(f"an acquire with the lease after a made-up one answered {r!r}, want 1205")
             run(chk, "ROLLBACK")
             chk.close()
             call(other, "lockrun_release", lease, "exited", 0, None)
