@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""The fault campaign's workload and nemesis (tests/run-nemesis runs it).
+
+  nemesis.py run --seed N --duration S --out DIR   (the environment names the
+                 programs, configs, proxy and server: see tests/run-nemesis)
+  nemesis.py child DIR KIND RESOURCE PERMITS SECONDS
+                 what a granted lockrun runs: records enter and leave, and
+                 writes to the fenced store while inside
+
+Client loops, several per simulated host (each lockrun runs in a UTS
+namespace with the host's name and the host's own queue directory), take a
+mutex, a semaphore of capacity 3 (1 or 2 permits), both sides of a
+read-write lock, an --id key and an --id key with --once-per, through an
+lrproxy in front of the server. Meanwhile a nemesis, drawn from the seed,
+injects faults that overlap and heals each after a while: lockrun stopped
+(SIGSTOP) or killed, the command killed, the server paused or restarted,
+connections black-holed, delayed or cut, max-ttl changed, a resource
+paused, a grant force-released, a sweep. The run ends with a quiet period
+in which every client must get its lock.
+
+Everything that happened goes to DIR as JSON lines, for nemesis_check.py,
+which shares no code with this file or with lockrun:
+  records.jsonl  the children's own enter/leave (CLOCK_MONOTONIC and wall
+                 time, host, token, grant, lockrun's pid)
+  store.jsonl    the fenced store's answers: accept or reject per write
+  ops.jsonl      each lockrun run: client, host, items, start, end, status
+  faults.jsonl   each fault: kind, target, start and end
+The same seed draws the same schedule of operations and faults (what the
+servers and the kernel make of it is not replayed).
+"""
+
+import fcntl
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+MONO = time.CLOCK_MONOTONIC
+
+
+def now():
+    return time.clock_gettime(MONO)
+
+
+def append(path, obj):
+    """One JSON line, appended under an exclusive lock: lines of several
+    processes never interleave."""
+    line = (json.dumps(obj, sort_keys=True) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------ child
+
+def store_write(out, resource, token, grant):
+    """The fenced store: remembers the highest token it accepted per
+    resource and rejects a lower one (the storage-side check)."""
+    path = os.path.join(out, "store", resource)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        raw = os.pread(fd, 64, 0).decode().strip()
+        high = int(raw) if raw else 0
+        ok = token >= high
+        if ok and token > high:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(token).encode(), 0)
+        append(os.path.join(out, "store.jsonl"),
+               {"resource": resource, "token": token, "grant": grant, "high": high,
+                "accepted": ok, "mono": now(), "wall": time.time()})
+    finally:
+        os.close(fd)
+
+
+def child(out, kind, resource, permits, secs):
+    token = int(os.environ.get("LOCKRUN_FENCE", "0") or 0)
+    grant = int(os.environ.get("LOCKRUN_GRANT", "0") or 0)
+    base = {"kind": kind, "resource": resource, "permits": int(permits), "token": token,
+            "grant": grant, "host": os.uname().nodename, "lockrun": os.getppid(),
+            "pid": os.getpid(), "window": os.environ.get("LOCKRUN_WINDOW")}
+    rec = os.path.join(out, "records.jsonl")
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    append(rec, dict(base, ev="enter", mono=now(), wall=time.time()))
+    exclusive = kind in ("mutex", "write", "key")
+    end = now() + float(secs)
+    while not stop and now() < end:
+        if exclusive:
+            store_write(out, resource, token, grant)
+        time.sleep(0.1)
+    append(rec, dict(base, ev="leave", mono=now(), wall=time.time(), stopped=bool(stop)))
+    return 143 if stop else 0
+
+
+# ------------------------------------------------------------------ run
+
+# What a client asks for: (kind, lockrun arguments, resource, permits).
+def pick_item(rng):
+    r = rng.random()
+    if r < 0.30:
+        return "mutex", ["-x", "nm-mutex"], "nm-mutex", 1
+    if r < 0.55:
+        n = rng.choice([1, 1, 2])
+        return "semaphore", ["-s", f"nm-sem:{n}"], "nm-sem", n
+    if r < 0.70:
+        return "read", ["--read", "nm-rw"], "nm-rw", 1
+    if r < 0.82:
+        return "write", ["--write", "nm-rw"], "nm-rw", 1
+    if r < 0.92:
+        return "key", ["--id", "nm-key"], "id:nm-key", 1
+    return "once", ["--id", "nm-once", "--once-per", "20s"], "id:nm-once", 1
+
+
+class Campaign:
+    def __init__(self, seed, duration, out, clients, hosts):
+        self.seed, self.duration, self.out = seed, duration, out
+        self.nclients, self.nhosts = clients, hosts
+        self.lockrun = os.environ["LOCKRUN"]
+        self.lockrunctl = os.environ["LOCKRUNCTL"]
+        self.admin = os.environ["LR_ADMIN_CONFIG"]
+        self.fifo = os.environ["NM_PROXY_FIFO"]
+        self.server_dir = os.environ["LR_DB"]
+        self.helpers = os.path.join(os.environ["LR_SRC"], "tests/helpers/server.bash")
+        self.uts = os.environ.get("NM_UTS", "1") == "1"
+        self.live = {}  # lockrun pid -> Popen, for the nemesis to pick from
+        self.lock = threading.Lock()
+        self.t0 = now()
+        self.quiet_at = self.t0 + duration
+        self.done = threading.Event()
+        os.makedirs(os.path.join(out, "store"), exist_ok=True)
+
+    def log_fault(self, kind, target, start, end=None, **more):
+        append(os.path.join(self.out, "faults.jsonl"),
+               dict(more, kind=kind, target=target, start=start, end=end if end is not None else now()))
+
+    # --- clients --------------------------------------------------------
+
+    def client(self, i):
+        rng = random.Random(f"{self.seed}:client:{i}")
+        host = f"nm-h{i % self.nhosts}"
+        conf = os.path.join(self.out, f"{host}.conf")
+        ops = os.path.join(self.out, "ops.jsonl")
+        while True:
+            quiet = now() >= self.quiet_at
+            kind, args, resource, permits = pick_item(rng)
+            # Mostly short; some outlive a lease (ttl 3 s), so that a
+            # frozen or cut-off lockrun has a command to stop.
+            secs = round(rng.uniform(0.05, 0.6) if rng.random() < 0.8 else rng.uniform(1, 5), 3)
+            cmd = [self.lockrun, "-c", conf, "--ttl", "3", "--kill-after", "0.5", "-w",
+                   "60" if quiet else str(rng.choice([1, 5, 20])), *args, "--",
+                   sys.executable, os.path.abspath(__file__), "child", self.out, kind, resource,
+                   str(permits), str(secs)]
+            if self.uts:
+                cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
+            start = now()
+            with open(os.path.join(self.out, "lockrun.err"), "ab") as err:
+                p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=err)
+            # With unshare, the pid is sh's until it execs lockrun: the same.
+            with self.lock:
+                self.live[p.pid] = p
+            rc = p.wait()
+            with self.lock:
+                self.live.pop(p.pid, None)
+            append(ops, {"client": i, "host": host, "kind": kind, "resource": resource,
+                         "permits": permits, "pid": p.pid, "start": start, "end": now(),
+                         "status": rc, "quiet": quiet})
+            if quiet:
+                return
+            time.sleep(rng.uniform(0, 0.3))
+
+    # --- nemesis --------------------------------------------------------
+
+    def sh(self, script, check=False):
+        return subprocess.run(["bash", "-c", f'source "{self.helpers}"; {script}'],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              check=check)
+
+    def ctl(self, *args):
+        r = subprocess.run([self.lockrunctl, "-c", self.admin, *args], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+        return r.returncode, (r.stdout + r.stderr).strip()
+
+    def proxy(self, command):
+        with open(self.fifo, "w") as f:
+            f.write(command + "\n")
+
+    def pick_live(self, rng):
+        with self.lock:
+            pids = sorted(self.live)
+        return rng.choice(pids) if pids else None
+
+    def children_of(self, pid):
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+
+    @staticmethod
+    def sig(pid, signo):
+        """A signal to a process that may be gone (killed by another
+        fault meanwhile, or ended)."""
+        try:
+            os.kill(pid, signo)
+            return True
+        except ProcessLookupError:
+            return False
+
+    def fault(self, rng, kind):
+        """Injects one fault and heals it (in a thread of its own, so that
+        faults overlap); logs it when healed."""
+        start = now()
+        hold = round(rng.uniform(1, 7), 2)
+        if kind == "stop-lockrun":
+            pid = self.pick_live(rng)
+            if pid is None:
+                return
+            if not self.sig(pid, signal.SIGSTOP):
+                return
+            time.sleep(hold)
+            self.sig(pid, signal.SIGCONT)
+            self.log_fault(kind, pid, start)
+        elif kind == "kill-lockrun":
+            pid = self.pick_live(rng)
+            if pid is None:
+                return
+            if self.sig(pid, signal.SIGKILL):
+                self.log_fault(kind, pid, start)
+        elif kind == "kill-child":
+            pid = self.pick_live(rng)
+            kids = self.children_of(pid) if pid else []
+            if not kids:
+                return
+            if self.sig(kids[0], signal.SIGKILL):
+                self.log_fault(kind, pid, start, child=kids[0])
+        elif kind == "pause-server":
+            self.sh(f'lr_server_pause "{self.server_dir}"')
+            time.sleep(hold)
+            self.sh(f'lr_server_resume "{self.server_dir}"')
+            self.log_fault(kind, "server", start)
+        elif kind == "restart-server":
+            r = self.sh(f'lr_server_restart "{self.server_dir}" >/dev/null')
+            self.log_fault(kind, "server", start, status=r.returncode)
+        elif kind == "blackhole":
+            self.proxy("blackhole on")
+            time.sleep(hold)
+            self.proxy("blackhole off")
+            self.log_fault(kind, "proxy", start)
+        elif kind == "delay":
+            ms = rng.choice([20, 100, 400])
+            self.proxy(f"delay {ms}")
+            time.sleep(hold)
+            self.proxy("delay 0")
+            self.log_fault(kind, "proxy", start, ms=ms)
+        elif kind == "cut":
+            self.proxy("kill-all")
+            self.log_fault(kind, "proxy", start)
+        elif kind == "max-ttl":
+            v = rng.choice(["5s", "10s", "1m", "5m"])
+            rc, msg = self.ctl("max-ttl", v)
+            self.log_fault(kind, v, start, status=rc, message=msg[-200:])
+        elif kind == "pause-resource":
+            res = rng.choice(["nm-mutex", "nm-sem", "nm-rw"])
+            rc, msg = self.ctl("pause", res, "--reason", "nemesis")
+            time.sleep(hold)
+            rc2, msg2 = self.ctl("resume", res)
+            self.log_fault(kind, res, start, status=rc, resumed=rc2)
+        elif kind == "force-release":
+            # A grant of a run that is inside right now.
+            rec = os.path.join(self.out, "records.jsonl")
+            inside = {}
+            try:
+                with open(rec) as f:
+                    for ln in f:
+                        r = json.loads(ln)
+                        key = (r["grant"], r["pid"])
+                        if r["ev"] == "enter":
+                            inside[key] = r
+                        else:
+                            inside.pop(key, None)
+            except OSError:
+                pass
+            grants = sorted({k[0] for k in inside if k[0]})
+            if not grants:
+                return
+            g = rng.choice(grants)
+            rc, msg = self.ctl("release", str(g), "--reason", "nemesis")
+            self.log_fault(kind, g, start, status=rc, message=msg[-200:])
+        elif kind == "sweep":
+            rc, msg = self.ctl("sweep")
+            self.log_fault(kind, "db", start, status=rc)
+
+    def nemesis(self):
+        rng = random.Random(f"{self.seed}:nemesis")
+        kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "pause-server", "restart-server",
+                 "blackhole", "delay", "cut", "max-ttl", "pause-resource", "force-release", "sweep"]
+        weights = [3, 2, 2, 2, 1, 2, 2, 2, 1, 1, 1, 1]
+        threads = []
+        # Faults start until 10 s before the quiet period, so that each
+        # is healed (at most 7 s) before it.
+        while now() < self.quiet_at - 10:
+            time.sleep(rng.uniform(0.5, 3))
+            kind = rng.choices(kinds, weights)[0]
+            sub = random.Random(rng.random())
+            t = threading.Thread(target=self.fault, args=(sub, kind), daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join(60)
+        # Healed, whatever a fault thread left: the server runs, the proxy
+        # passes everything, max-ttl is back, nothing is paused.
+        self.sh(f'lr_server_resume "{self.server_dir}" 2>/dev/null; '
+                f'lr_server_running "{self.server_dir}" || lr_server_start "{self.server_dir}" '
+                f'"$(<"{self.server_dir}/server.port")" >/dev/null')
+        self.proxy("reset")
+        self.ctl("max-ttl", "5m")
+        for res in ("nm-mutex", "nm-sem", "nm-rw"):
+            self.ctl("resume", res)
+        append(os.path.join(self.out, "faults.jsonl"),
+               {"kind": "healed", "target": "all", "start": now(), "end": now()})
+
+    def run(self):
+        meta = {"seed": self.seed, "duration": self.duration, "clients": self.nclients,
+                "hosts": self.nhosts, "t0": self.t0, "quiet_at": self.quiet_at,
+                "capacity": {"nm-mutex": 1, "nm-sem": 3, "nm-rw": 1, "id:nm-key": 1,
+                             "id:nm-once": 1}, "uts": self.uts}
+        with open(os.path.join(self.out, "meta.json"), "w") as f:
+            json.dump(meta, f)
+        nem = threading.Thread(target=self.nemesis, daemon=True)
+        nem.start()
+        clients = [threading.Thread(target=self.client, args=(i,), daemon=True)
+                   for i in range(self.nclients)]
+        for t in clients:
+            t.start()
+        nem.join()
+        for t in clients:
+            t.join(180)
+        with open(os.path.join(self.out, "meta.json")) as f:
+            meta = json.load(f)
+        meta["ended"] = now()
+        meta["stuck_clients"] = sum(t.is_alive() for t in clients)
+        with open(os.path.join(self.out, "meta.json"), "w") as f:
+            json.dump(meta, f)
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "child":
+        return child(*argv[2:7])
+    if len(argv) >= 2 and argv[1] == "run":
+        opts = dict(zip(argv[2::2], argv[3::2]))
+        Campaign(int(opts["--seed"]), float(opts["--duration"]), opts["--out"],
+                 int(opts.get("--clients", 9)), int(opts.get("--hosts", 3))).run()
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
