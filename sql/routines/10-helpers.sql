@@ -10,6 +10,20 @@
 
 DELIMITER //
 
+-- The refusal on a replica (lr_enter, lr_epoch): p_slaves replication
+-- connections with a running SQL thread.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_replica_refuse(IN p_slaves BIGINT)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_msg VARCHAR(300);
+  IF p_slaves > 0 THEN
+    SET v_msg = CONCAT('lockrun: this server replicates from another (', p_slaves,
+                       ' replication connection(s) running): lockrun writes nothing on a replica, ',
+                       'writable or not; point lockrun at the primary');
+    SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = v_msg;
+  END IF;
+END//
+
 -- Every API procedure starts with lr_enter and ends with lr_leave (also
 -- in its error handler), so the caller needs no session set-up and keeps
 -- its own settings. First lr_enter checks what p_check names, before it
@@ -22,7 +36,14 @@ DELIMITER //
 -- max-ttl` off until it commits), 8 a writer: it commits what it writes, so
 -- it refuses to run inside the caller's transaction (its COMMIT would
 -- commit that) and starts its own even under autocommit = 0, so that no
--- row lock of its outlives the CALL. Then the session: a lock wait of 2 s,
+-- row lock of its outlives the CALL; and it refuses to run on a server
+-- that replicates from another (global status Slaves_running: the
+-- replication connections whose SQL thread runs), writable or not, with
+-- 1290 as a read-only server answers, so that lockrun tries its next host:
+-- one write of any kind there (a renewal, a release, a queue heartbeat)
+-- gives the replica a transaction of its own, which stops its replication
+-- (GTID strict mode) or is overwritten, and a replica that no longer
+-- replicates looks like a primary to the routines. Then the session: a lock wait of 2 s,
 -- so a row held elsewhere costs a retry (1205), not a hang; and on a
 -- Galera node causal reads (wsrep_sync_wait = 3: reads, UPDATE and DELETE
 -- wait until the node applied what the cluster committed before them; one
@@ -34,16 +55,22 @@ DELIMITER //
 -- grant's id). p_galera: whether this server is a Galera node (wsrep_on).
 -- One routine for all of it, because each routine a connection calls is
 -- loaded and parsed on its first call (see doc/benchmarks.md). Cost: one
--- primary-key read with the ttl check, else none.
+-- primary-key read with the ttl check, and a read of global status (0.1
+-- to 0.3 ms) for a writer.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(
   IN p_proc VARCHAR(20), IN p_check TINYINT, IN p_request VARCHAR(4000), IN p_lease VARCHAR(4000),
   IN p_ttl_ms BIGINT, OUT p_sw BIGINT, OUT p_lwt BIGINT, OUT p_galera TINYINT)
   READS SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_max BIGINT;
+  DECLARE v_max, v_slaves BIGINT;
   DECLARE v_msg VARCHAR(300);
   DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
   SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
+  IF p_check & 8 THEN
+    SELECT VARIABLE_VALUE INTO v_slaves FROM information_schema.GLOBAL_STATUS
+     WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
+    CALL lr_replica_refuse(v_slaves);
+  END IF;
   IF p_check & 8 AND @@in_transaction THEN
     SET v_msg = CONCAT(p_proc, ': call it outside a transaction (its own would commit yours)');
   ELSEIF p_check & 1 AND (p_request IS NULL OR BINARY p_request NOT REGEXP '^[0-9a-f]{32}$') THEN
@@ -105,14 +132,13 @@ END//
 -- is the lease asked for (NULL: none). p_force (`lockrunctl new-epoch`)
 -- starts a new epoch on this server whatever the tables say.
 --
--- Never on a replica: a server that applies replicated transactions
--- (global status Slaves_running: the connections, any of them, whose SQL
--- thread runs) takes no lock, writable or not, and the refusal (1290, the
--- error of a read-only server, so lockrun passes over it to its next
--- host) writes nothing. A replica whose SQL thread is stopped is not seen
--- here: no SQL a routine may run shows the IO thread alone, or a stopped
--- connection, reliably (Slave_heartbeat_period outlives RESET SLAVE ALL);
--- `lockrunctl doctor` reports it. Then the bound on leases, max_ttl_ms (lr_settings),
+-- Never on a replica: every caller's lr_enter (and here `lockrunctl
+-- new-epoch`) refuses a server that applies replicated transactions,
+-- writable or not, with 1290, before anything is written. A replica
+-- whose SQL thread is stopped is not seen: no SQL a routine may run shows
+-- the IO thread alone, or a stopped connection, reliably
+-- (Slave_heartbeat_period outlives RESET SLAVE ALL); `lockrunctl doctor`
+-- reports it. Then the bound on leases, max_ttl_ms (lr_settings),
 -- read in shared mode: `lockrunctl max-ttl` writes that row, so a change
 -- waits for this transaction, or this one reads the change; a p_ttl_ms
 -- above the bound fails as lr_enter's check does.
@@ -151,9 +177,8 @@ END//
 -- Once past it, the floor is above every token of an epoch that granted
 -- fewer times per resource than its quarantine has microseconds (at least
 -- six million), whatever the clocks say; beyond that, the clocks must
--- agree to within the previous epoch's life. Cost: a read of global
--- status and two primary-key reads (one in shared mode); at a change, a
--- locking read and two writes, once.
+-- agree to within the previous epoch's life. Cost: two primary-key reads
+-- (one in shared mode); at a change, a locking read and two writes, once.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_epoch(
   IN p_galera TINYINT, IN p_ttl_ms BIGINT, IN p_force TINYINT, OUT p_since DATETIME(6),
   OUT p_until DATETIME(6), OUT p_floor BIGINT UNSIGNED, OUT p_max BIGINT)
@@ -165,14 +190,12 @@ BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_slaves, v_sw, v_lwt BIGINT;
   DECLARE v_galera TINYINT;
-  DECLARE v_msg VARCHAR(400);
-  SELECT VARIABLE_VALUE INTO v_slaves FROM information_schema.GLOBAL_STATUS
-   WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
-  IF v_slaves > 0 THEN
-    SET v_msg = CONCAT('lockrun: this server replicates from another (', v_slaves,
-                       ' replication connection(s) running): no lock is taken on a replica, ',
-                       'writable or not; point lockrun at the primary');
-    SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = v_msg;
+  -- Its callers' lr_enter refused a replica already; `lockrunctl
+  -- new-epoch` (p_force) calls it directly.
+  IF p_force THEN
+    SELECT VARIABLE_VALUE INTO v_slaves FROM information_schema.GLOBAL_STATUS
+     WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
+    CALL lr_replica_refuse(v_slaves);
   END IF;
   SELECT LEAST(COALESCE(MAX(IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), value)),
                         86400000), 86400000) INTO p_max

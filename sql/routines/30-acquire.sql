@@ -96,9 +96,9 @@ proc: BEGIN
     SET v_now = UTC_TIMESTAMP(6);
     -- lr_epoch's and lr_fresh's questions, all answered no, in one read:
     -- the epoch is this server's (its identity spelled as lr_epoch does)
-    -- and past its quarantine, no replication thread runs, the lease is
-    -- within max_ttl_ms and no raise of it is new; the settings row in
-    -- shared mode, as lr_epoch reads it.
+    -- and past its quarantine, the lease is within max_ttl_ms and no raise
+    -- of it is new; the settings row in shared mode, as lr_epoch reads it.
+    -- (No replication thread runs: lr_enter refused a replica.)
     SELECT e.fence_floor INTO v_floor FROM lr_epoch e JOIN lr_settings s ON s.name = 'max_ttl_ms'
      WHERE e.id = 1 AND e.quarantine_until <= v_now
        AND e.server = IF(v_galera, LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255),
@@ -106,8 +106,6 @@ proc: BEGIN
                                 IF(LENGTH(@@gtid_slave_pos) > 100, MD5(@@gtid_slave_pos),
                                    @@gtid_slave_pos)))
        AND p_ttl_ms <= s.value AND (s.grant_until IS NULL OR s.grant_until <= v_now)
-       AND NOT EXISTS (SELECT 1 FROM information_schema.GLOBAL_STATUS
-                        WHERE VARIABLE_NAME = 'SLAVES_RUNNING' AND VARIABLE_VALUE > 0)
        AND NOT EXISTS (SELECT 1 FROM lr_routines WHERE name IN ('triggers', 'procedures')
                         AND (name = 'triggers' OR applied_at > v_now - INTERVAL 60 SECOND))
       LOCK IN SHARE MODE;

@@ -315,7 +315,7 @@ holder_on() {
 	# Its threads run (as when a replica is promoted while its SQL
 	# thread still applies old events): refused, nothing written.
 	run -69 --separate-stderr "$LOCKRUN" -c "$LR_REPL/node$r.conf" "${TTL[@]}" -x fo -- true
-	[[ $stderr == *"this server replicates from another (1 replication connection(s) running): no lock is taken on a replica, writable or not"*"(1290)"* ]] ||
+	[[ $stderr == *"this server replicates from another (1 replication connection(s) running): lockrun writes nothing on a replica, writable or not"*"(1290)"* ]] ||
 		fail "$stderr"
 	assert_equal "$(repl_sql "$r" "SELECT @@gtid_binlog_pos")" "$before"
 	run -1 "$LOCKRUNCTL" -c "$LR_REPL/admin$r.conf" --json doctor
@@ -331,6 +331,38 @@ holder_on() {
 	repl_promote
 	run -0 lr A 0 -w 60
 	assert_equal "$(rsql "$r" "SELECT COUNT(*) FROM lr_epochs WHERE previous IS NOT NULL")" 1
+}
+
+@test "a writable replica refuses renewals, releases and queue calls too (1290), and keeps replicating" {
+	local p r lease before call
+	p=$(repl_primary)
+	r=$(repl_replica)
+	"$LOCKRUN" -c "$LR_REPL/node$p.conf" "${TTL[@]}" -x fo -- \
+		sh -c "echo \$LOCKRUN_LEASE >$work/lease; sleep 4" 3>&- &
+	bg=$!
+	lr_wait_for test -s "$work/lease"
+	lease=$(<"$work/lease")
+	repl_wait_caught_up
+	repl_sql "$r" "SET GLOBAL read_only = OFF"
+	before=$(repl_sql "$r" "SELECT @@gtid_binlog_pos")
+	# One write of any of these would give the replica a transaction of
+	# its own, which stops its replication (GTID strict mode): a replica
+	# that no longer replicates would then take locks.
+	for call in "lockrun_renew('$lease', 8000)" "lockrun_release('$lease', 'exited', 0, NULL)" \
+		"lockrun_poll('$(openssl rand -hex 16)')" "lockrun_dequeue('$(openssl rand -hex 16)')"; do
+		run mariadb --no-defaults -h "$(repl_addr "$r")" -P "$(repl_port)" -u lockrun \
+			-p"$(<"$LR_REPL/lockrun.pw")" lockrun -e "CALL $call"
+		assert_failure
+		assert_output --partial "ERROR 1290"
+		assert_output --partial "lockrun writes nothing on a replica"
+	done
+	assert_equal "$(repl_sql "$r" "SELECT @@gtid_binlog_pos")" "$before"
+	assert_equal "$(repl_slave_field "$r" Slave_SQL_Running)" Yes
+	repl_sql "$r" "SET GLOBAL read_only = ON"
+	# The holder, on the primary, ran to its end and released there.
+	wait "$bg"
+	bg=
+	assert_equal "$(rsql "$p" "SELECT end_reason FROM lr_grants WHERE request_id = '$lease'")" exited
 }
 
 @test "a raise of max-ttl reaches grants only after a minute: a replica that missed it missed no lease it allowed" {
