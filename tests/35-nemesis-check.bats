@@ -83,7 +83,7 @@ clean='"runs": [("mutex", "nm-mutex", 1, 5, 1, 501, 1.0, 2.0, 0, False),
 	check
 	assert_failure 1
 	assert_line --regexp '^    capacity: 1; first: .*"resource": "nm-mutex"'
-	assert_line "  replay: tests/run-nemesis --seed 7 --duration 60"
+	assert_line "  replay: tests/run-nemesis --topology single --seed 7 --duration 60"
 	history "{$two, \"faults\": [(\"stop-lockrun\", 501, 1.5, 4.0)]}"
 	check
 	assert_success

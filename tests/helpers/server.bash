@@ -275,6 +275,13 @@ _lr_server_spawn() {
 			--ssl-key="$inst/tls/server-key.pem")
 	fi
 	cmd+=("${extra[@]}")
+	# INSTDIR/server.env, if any: NAME=VALUE lines for the server alone (a
+	# test's LD_PRELOAD shim, say). env execs the server: its pid stays.
+	if [[ -s $inst/server.env ]]; then
+		local -a envs
+		mapfile -t envs <"$inst/server.env"
+		cmd=(env "${envs[@]}" "${cmd[@]}")
+	fi
 	# stdio goes to a file and fd 3 is closed: bats waits for every process
 	# holding its fd 3, so a server started inside a test must not inherit it.
 	"${cmd[@]}" </dev/null >>"$inst/mysqld.out" 2>&1 3>&- &

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The fault campaign's workload and nemesis (tests/run-nemesis runs it).
 
-  nemesis.py run --seed N --duration S --out DIR   (the environment names the
-                 programs, configs, proxy and server: see tests/run-nemesis)
+  nemesis.py run --seed N --duration S --out DIR [--topology single|replication]
+                 (the environment names the programs, configs, proxy and
+                 servers: see tests/run-nemesis)
   nemesis.py child DIR KIND RESOURCE PERMITS SECONDS
                  what a granted lockrun runs: records enter and leave, and
                  writes to the fenced store while inside
@@ -15,8 +16,14 @@ lrproxy in front of the server. Meanwhile a nemesis, drawn from the seed,
 injects faults that overlap and heals each after a while: lockrun stopped
 (SIGSTOP) or killed, the command killed, the server paused or restarted,
 connections black-holed, delayed or cut, max-ttl changed, a resource
-paused, a grant force-released, a sweep. The run ends with a quiet period
-in which every client must get its lock.
+paused, a grant force-released, a sweep. On a primary and its replica
+(--topology replication; no proxy there) the nemesis also changes the
+topology, one step at a time: the replica's applier stopped (it lags) and
+restarted, the replica made writable for a while, a fail-over (the primary
+killed, the replica promoted, caught up or not), the old primary back as
+the new one's replica (the next fail-over is then a fail-back); node 2's
+clock runs behind (tests/run-nemesis sets it). The run ends with a quiet
+period in which every client must get its lock.
 
 Everything that happened goes to DIR as JSON lines, for nemesis_check.py,
 which shares no code with this file or with lockrun:
@@ -120,14 +127,19 @@ def pick_item(rng):
 
 
 class Campaign:
-    def __init__(self, seed, duration, out, clients, hosts):
+    def __init__(self, seed, duration, out, clients, hosts, topology):
         self.seed, self.duration, self.out = seed, duration, out
         self.nclients, self.nhosts = clients, hosts
+        self.topology = topology
+        # Replication: which node is the primary, and what the other one
+        # is: "replica", "lagging" (its applier stopped), "down" (killed)
+        # or "out" (back, read-only, replicating from nobody: it diverged).
+        self.primary, self.other = 1, "replica"
         self.lockrun = os.environ["LOCKRUN"]
         self.lockrunctl = os.environ["LOCKRUNCTL"]
         self.admin = os.environ["LR_ADMIN_CONFIG"]
-        self.fifo = os.environ["NM_PROXY_FIFO"]
-        self.server_dir = os.environ["LR_DB"]
+        self.fifo = os.environ.get("NM_PROXY_FIFO")
+        self.server_dir = os.environ.get("LR_DB")
         self.helpers = os.path.join(os.environ["LR_SRC"], "tests/helpers/server.bash")
         self.uts = os.environ.get("NM_UTS", "1") == "1"
         self.live = {}  # lockrun pid -> Popen, for the nemesis to pick from
@@ -154,8 +166,11 @@ class Campaign:
             # Mostly short; some outlive a lease (ttl 3 s), so that a
             # frozen or cut-off lockrun has a command to stop.
             secs = round(rng.uniform(0.05, 0.6) if rng.random() < 0.8 else rng.uniform(1, 5), 3)
+            # In the quiet period a grant may wait for a fail-over's
+            # quarantine, and on a node whose clock is behind, longer.
+            patience = "60" if self.topology == "single" else "240"
             cmd = [self.lockrun, "-c", conf, "--ttl", "3", "--kill-after", "0.5", "-w",
-                   "60" if quiet else str(rng.choice([1, 5, 20])), *args, "--",
+                   patience if quiet else str(rng.choice([1, 5, 20])), *args, "--",
                    sys.executable, os.path.abspath(__file__), "child", self.out, kind, resource,
                    str(permits), str(secs)]
             if self.uts:
@@ -180,12 +195,16 @@ class Campaign:
     # --- nemesis --------------------------------------------------------
 
     def sh(self, script, check=False):
-        return subprocess.run(["bash", "-c", f'source "{self.helpers}"; {script}'],
+        repl = os.path.join(os.path.dirname(self.helpers), "replication.bash")
+        return subprocess.run(["bash", "-c", f'source "{self.helpers}"; source "{repl}"; {script}'],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              check=check)
+                              check=check, timeout=300)
 
     def ctl(self, *args):
-        r = subprocess.run([self.lockrunctl, "-c", self.admin, *args], stdin=subprocess.DEVNULL,
+        admin = self.admin
+        if self.topology == "replication":
+            admin = os.path.join(os.environ["LR_REPL"], f"admin{self.primary}.conf")
+        r = subprocess.run([self.lockrunctl, "-c", admin, *args], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=60)
         return r.returncode, (r.stdout + r.stderr).strip()
 
@@ -265,7 +284,9 @@ class Campaign:
             self.proxy("kill-all")
             self.log_fault(kind, "proxy", start)
         elif kind == "max-ttl":
-            v = rng.choice(["5s", "10s", "1m", "5m"])
+            # Replication: short, so that a fail-over's quarantine is too.
+            v = rng.choice(["5s", "10s", "1m", "5m"] if self.topology == "single"
+                           else ["5s", "8s", "10s"])
             rc, msg = self.ctl("max-ttl", v)
             self.log_fault(kind, v, start, status=rc, message=msg[-200:])
         elif kind == "pause-resource":
@@ -299,11 +320,82 @@ class Campaign:
             rc, msg = self.ctl("sweep")
             self.log_fault(kind, "db", start, status=rc)
 
+    def topology_step(self, rng):
+        """One change of the primary and its replica, chosen among those
+        that fit their state; one at a time (they build on each other).
+        A fail-over kills the primary and promotes the replica, caught up
+        or not: a lagging one loses what it had not applied, grants and
+        renewals included, and the old primary can then not follow it
+        (GTID strict mode): it stays out, read-only. A caught-up one can
+        be followed: the old primary comes back as the new one's replica,
+        and may lag in turn before the next fail-over (a fail-back)."""
+        p, o = self.primary, 3 - self.primary
+        start = now()
+        if self.other == "replica":
+            kind = rng.choices(["lag", "writable-replica", "failover"], [3, 1, 2])[0]
+        elif self.other == "lagging":
+            kind = rng.choices(["catch-up", "writable-replica", "failover"], [1, 1, 3])[0]
+        elif self.other == "down":
+            kind = "rejoin"
+        else:
+            return
+        if kind == "lag":
+            self.sh("repl_stop_applier")
+            self.other = "lagging"
+        elif kind == "catch-up":
+            self.sh("repl_start_applier")
+            self.other = "replica"
+        elif kind == "writable-replica":
+            # Longer than a new epoch's quarantine (max-ttl + 5 s).
+            self.sh(f'repl_sql {o} "SET GLOBAL read_only = OFF"')
+            time.sleep(rng.uniform(10, 25))
+            self.sh(f'repl_sql {o} "SET GLOBAL read_only = ON"')
+        elif kind == "failover":
+            # A replica that applies is let catch up first (a crash it
+            # had everything of: the old primary can follow it later); a
+            # lagging one is promoted as it is, and what it lacks is lost.
+            waited = self.other == "replica" and self.sh("repl_wait_caught_up 20").returncode == 0
+            self.sh("repl_kill_primary")
+            r = self.sh("repl_promote")
+            self.primary, self.other = o, "down"
+            self.log_fault(kind, f"node {p} -> node {o}", start, caught_up=waited,
+                           status=r.returncode)
+            return
+        elif kind == "rejoin":
+            r = self.sh(f"repl_restart_old_primary_read_only && repl_make_replica {o} current_pos")
+            self.other = "replica" if r.returncode == 0 else "out"
+            if self.other == "out":
+                # Diverged: read-only and replicating from nobody, for good.
+                self.sh(f'repl_sql {o} "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = ON"')
+            self.log_fault(kind, f"node {o}", start, status=r.returncode, state=self.other)
+            return
+        self.log_fault(kind, f"node {o}", start)
+
+    def topology_loop(self):
+        rng = random.Random(f"{self.seed}:topology")
+        while now() < self.quiet_at - 25:
+            time.sleep(rng.uniform(4, 12))
+            if now() >= self.quiet_at - 25:
+                break
+            self.topology_step(random.Random(rng.random()))
+        # Healed: a lagging replica applies again.
+        if self.other == "lagging":
+            self.sh("repl_start_applier")
+            self.other = "replica"
+
     def nemesis(self):
         rng = random.Random(f"{self.seed}:nemesis")
-        kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "pause-server", "restart-server",
-                 "blackhole", "delay", "cut", "max-ttl", "pause-resource", "force-release", "sweep"]
-        weights = [3, 2, 2, 2, 1, 2, 2, 2, 1, 1, 1, 1]
+        if self.topology == "single":
+            kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "pause-server",
+                     "restart-server", "blackhole", "delay", "cut", "max-ttl", "pause-resource",
+                     "force-release", "sweep"]
+            weights = [3, 2, 2, 2, 1, 2, 2, 2, 1, 1, 1, 1]
+        else:
+            kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "max-ttl", "pause-resource",
+                     "force-release", "sweep"]
+            weights = [3, 2, 2, 1, 1, 1, 1]
+            topo = threading.Thread(target=self.topology_loop, daemon=True)
+            topo.start()
         threads = []
         # Faults start until 10 s before the quiet period, so that each
         # is healed (at most 7 s) before it.
@@ -318,11 +410,15 @@ class Campaign:
             t.join(60)
         # Healed, whatever a fault thread left: the server runs, the proxy
         # passes everything, max-ttl is back, nothing is paused.
-        self.sh(f'lr_server_resume "{self.server_dir}" 2>/dev/null; '
-                f'lr_server_running "{self.server_dir}" || lr_server_start "{self.server_dir}" '
-                f'"$(<"{self.server_dir}/server.port")" >/dev/null')
-        self.proxy("reset")
-        self.ctl("max-ttl", "5m")
+        if self.topology == "single":
+            self.sh(f'lr_server_resume "{self.server_dir}" 2>/dev/null; '
+                    f'lr_server_running "{self.server_dir}" || lr_server_start "{self.server_dir}" '
+                    f'"$(<"{self.server_dir}/server.port")" >/dev/null')
+            self.proxy("reset")
+            self.ctl("max-ttl", "5m")
+        else:
+            topo.join(120)
+            self.ctl("max-ttl", "8s")
         for res in ("nm-mutex", "nm-sem", "nm-rw"):
             self.ctl("resume", res)
         append(os.path.join(self.out, "faults.jsonl"),
@@ -330,6 +426,7 @@ class Campaign:
 
     def run(self):
         meta = {"seed": self.seed, "duration": self.duration, "clients": self.nclients,
+                "topology": self.topology,
                 "hosts": self.nhosts, "t0": self.t0, "quiet_at": self.quiet_at,
                 "capacity": {"nm-mutex": 1, "nm-sem": 3, "nm-rw": 1, "id:nm-key": 1,
                              "id:nm-once": 1}, "uts": self.uts}
@@ -358,7 +455,8 @@ def main(argv):
     if len(argv) >= 2 and argv[1] == "run":
         opts = dict(zip(argv[2::2], argv[3::2]))
         Campaign(int(opts["--seed"]), float(opts["--duration"]), opts["--out"],
-                 int(opts.get("--clients", 9)), int(opts.get("--hosts", 3))).run()
+                 int(opts.get("--clients", 9)), int(opts.get("--hosts", 3)),
+                 opts.get("--topology", "single")).run()
         return 0
     print(__doc__, file=sys.stderr)
     return 2
