@@ -10,20 +10,6 @@
 
 DELIMITER //
 
--- The refusal on a replica (lr_enter, lr_epoch): p_slaves replication
--- connections with a running SQL thread.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_replica_refuse(IN p_slaves BIGINT)
-  NO SQL SQL SECURITY DEFINER
-BEGIN
-  DECLARE v_msg VARCHAR(300);
-  IF p_slaves > 0 THEN
-    SET v_msg = CONCAT('lockrun: this server replicates from another (', p_slaves,
-                       ' replication connection(s) running): lockrun writes nothing on a replica, ',
-                       'writable or not; point lockrun at the primary');
-    SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = v_msg;
-  END IF;
-END//
-
 -- Every API procedure starts with lr_enter and ends with lr_leave (also
 -- in its error handler), so the caller needs no session set-up and keeps
 -- its own settings. First lr_enter checks what p_check names, before it
@@ -36,7 +22,8 @@ END//
 -- max-ttl` off until it commits), 8 a writer: it commits what it writes, so
 -- it refuses to run inside the caller's transaction (its COMMIT would
 -- commit that) and starts its own even under autocommit = 0, so that no
--- row lock of its outlives the CALL; and it refuses to run on a server
+-- row lock of its outlives the CALL; and, as 16 alone asks too (`lockrunctl
+-- new-epoch`, through lr_epoch), it refuses to run on a server
 -- that replicates from another (global status Slaves_running: the
 -- replication connections whose SQL thread runs), writable or not, with
 -- 1290 as a read-only server answers, so that lockrun tries its next host:
@@ -66,10 +53,15 @@ BEGIN
   DECLARE v_msg VARCHAR(300);
   DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
   SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
-  IF p_check & 8 THEN
+  IF p_check & 24 THEN
     SELECT VARIABLE_VALUE INTO v_slaves FROM information_schema.GLOBAL_STATUS
      WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
-    CALL lr_replica_refuse(v_slaves);
+    IF v_slaves > 0 THEN
+      SET v_msg = CONCAT('lockrun: this server replicates from another (', v_slaves,
+                         ' replication connection(s) running): lockrun writes nothing on a replica, ',
+                         'writable or not; point lockrun at the primary');
+      SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = v_msg;
+    END IF;
   END IF;
   IF p_check & 8 AND @@in_transaction THEN
     SET v_msg = CONCAT(p_proc, ': call it outside a transaction (its own would commit yours)');
@@ -188,14 +180,13 @@ BEGIN
   DECLARE v_server VARCHAR(255) CHARACTER SET ascii;
   DECLARE v_epoch INT UNSIGNED;
   DECLARE v_now DATETIME(6);
-  DECLARE v_slaves, v_sw, v_lwt BIGINT;
+  DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_galera TINYINT;
   -- Its callers' lr_enter refused a replica already; `lockrunctl
-  -- new-epoch` (p_force) calls it directly.
+  -- new-epoch` (p_force) calls it directly: the same refusal (16).
   IF p_force THEN
-    SELECT VARIABLE_VALUE INTO v_slaves FROM information_schema.GLOBAL_STATUS
-     WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
-    CALL lr_replica_refuse(v_slaves);
+    CALL lr_enter(NULL, 16, NULL, NULL, NULL, v_sw, v_lwt, v_galera);
+    CALL lr_leave(v_sw, v_lwt);
   END IF;
   SELECT LEAST(COALESCE(MAX(IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), value)),
                         86400000), 86400000) INTO p_max
