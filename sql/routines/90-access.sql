@@ -77,9 +77,10 @@ BEGIN
   -- so that replicas have it before the first grant (lr_epoch). Were it
   -- left to the first grant, a replica that missed that grant would take
   -- the tables over as if newly installed, without a quarantine. Not on a
-  -- read-only server (a replica): it does not write them.
+  -- read-only server (a replica): it does not write them; and refused
+  -- (1290, lr_enter's 16) on a writable one whose replication runs.
   IF NOT @@global.read_only THEN
-    CALL lr_enter(NULL, 0, NULL, NULL, NULL, v_sw, v_lwt, v_galera);
+    CALL lr_enter(NULL, 16, NULL, NULL, NULL, v_sw, v_lwt, v_galera);
     CALL lr_epoch(v_galera, NULL, 0, v_since, v_until, v_floor, v_max);
     CALL lr_leave(v_sw, v_lwt);
   END IF;
