@@ -71,9 +71,19 @@ _lr_in_root() {
 
 _lr_is_root() { [[ $EUID -eq 0 ]]; }
 
-# The MariaDB account that unix_socket authentication maps us to.
+# True when the server programs are MySQL's (a root with mysqld and no
+# mariadbd): it is made with mysqld --initialize-insecure, and its admin
+# is root with an empty password over the socket (MySQL has no unix_socket
+# authentication by default).
+lr_server_is_mysql() {
+	[[ -n ${LR_SERVER_ROOT:-} && ! -x $LR_SERVER_ROOT/usr/sbin/mariadbd &&
+		-x $LR_SERVER_ROOT/usr/sbin/mysqld ]]
+}
+
+# The admin account: the one unix_socket authentication maps us to on
+# MariaDB, root on MySQL.
 lr_admin_user() {
-	if _lr_is_root; then echo root; else id -un; fi
+	if _lr_is_root || lr_server_is_mysql; then echo root; else id -un; fi
 }
 
 # Absolute path of an existing directory. mariadbd resolves relative paths
@@ -177,10 +187,12 @@ lr_server_init() {
 			return 1
 		fi
 	fi
-	if ! _lr_in_root mariadb-install-db --no-defaults --datadir="$inst/data" "${who[@]}" \
-		--auth-root-authentication-method=socket --skip-test-db \
-		"$@" >"$inst/install-db.log" 2>&1; then
-		_lr_say "mariadb-install-db failed for $inst:"
+	local -a cmd=(mariadb-install-db --no-defaults --datadir="$inst/data" "${who[@]}"
+		--auth-root-authentication-method=socket --skip-test-db "$@")
+	lr_server_is_mysql && cmd=(mysqld --no-defaults --initialize-insecure
+		--datadir="$inst/data" "${who[@]}" "$@")
+	if ! _lr_in_root "${cmd[@]}" >"$inst/install-db.log" 2>&1; then
+		_lr_say "${cmd[0]} failed for $inst:"
 		tail -n 30 "$inst/install-db.log" >&2
 		return 1
 	fi
@@ -241,6 +253,7 @@ _lr_bytes() {
 _lr_server_spawn() {
 	local inst=$1 port pid i
 	local -a extra=() cmd=(mariadbd --no-defaults)
+	lr_server_is_mysql && cmd=(mysqld --no-defaults)
 	# chroot execs the server: the pid stays the server's.
 	[[ -n ${LR_SERVER_ROOT:-} ]] && cmd=(chroot "$LR_SERVER_ROOT" "${cmd[@]}")
 	port=$(<"$inst/server.port")
@@ -264,12 +277,18 @@ _lr_server_spawn() {
 		--log-error="$inst/mysqld.err"
 		--skip-name-resolve
 		--innodb-buffer-pool-size=64M
-		# A small redo log: quick to create, and a Galera cluster of three
-		# does not need 300 MB of disk. InnoDB resizes it at startup.
-		--innodb-log-file-size=16M
 		--innodb-flush-log-at-trx-commit=2
 		--max-connections=600
 	)
+	# A small redo log: quick to create, and a Galera cluster of three
+	# does not need 300 MB of disk. InnoDB resizes it at startup.
+	if lr_server_is_mysql; then
+		# No X protocol listener (it would take port 33060), no file
+		# directory to check, and the redo log by its MySQL 8.0.30+ name.
+		cmd+=(--mysqlx=OFF --secure-file-priv= --innodb-redo-log-capacity=16M)
+	else
+		cmd+=(--innodb-log-file-size=16M)
+	fi
 	if [[ -d $inst/tls ]]; then
 		cmd+=(--ssl-ca="$inst/tls/ca.pem" --ssl-cert="$inst/tls/server.pem"
 			--ssl-key="$inst/tls/server-key.pem")
@@ -297,7 +316,7 @@ _lr_server_spawn() {
 		fi
 		sleep 0.1
 	done
-	_lr_say "mariadbd in $inst did not come up; end of $inst/mysqld.err:"
+	_lr_say "the server in $inst did not come up; end of $inst/mysqld.err:"
 	tail -n 30 "$inst/mysqld.err" >&2 2>/dev/null || true
 	tail -n 10 "$inst/mysqld.out" >&2 2>/dev/null || true
 	if _lr_pid_alive "$pid"; then
@@ -334,7 +353,7 @@ lr_server_stop() {
 	kill -CONT "$pid" 2>/dev/null || true # a paused server cannot shut down
 	kill -TERM "$pid" 2>/dev/null || true
 	if ! _lr_wait_dead "$pid" "${LR_SERVER_STOP_TIMEOUT:-30}"; then
-		_lr_say "mariadbd in $inst ignored SIGTERM; killing it"
+		_lr_say "the server in $inst ignored SIGTERM; killing it"
 		kill -KILL "$pid" 2>/dev/null || true
 		_lr_wait_dead "$pid" 10 || return 1
 	fi
@@ -415,7 +434,8 @@ lr_provision() {
 	admin=$(lr_admin_user)
 	pw=$(openssl rand -hex 16) # hex: no quoting trouble in SQL or INI
 	lr_admin_sql "$inst" "CREATE DATABASE IF NOT EXISTS lockrun;
-		CREATE OR REPLACE USER 'lockrun'@'%' IDENTIFIED BY '$pw';" || return 1
+		DROP USER IF EXISTS 'lockrun'@'%';
+		CREATE USER 'lockrun'@'%' IDENTIFIED BY '$pw';" || return 1
 	# Feed the repository's file itself, so the tests prove it is enough.
 	lr_admin_sql "$inst" - lockrun <"$LR_SRC/sql/grant.sql" || return 1
 	(

@@ -7,13 +7,15 @@
 # clients run on this machine; only mariadbd runs inside (chroot), on
 # loopback, with its data under the suite's temp dir, which is the same
 # path inside: the root's /tmp is this machine's /tmp (a bind mount).
+# The server programs are mariadbd or mysqld, whichever the root has.
 #
 #   lr_server_root_for NAME   print the root of server NAME, making it if needed
 #   LR_SERVER_ROOT            set to that root: server.bash runs mariadbd,
 #                             mariadb-install-db and the mysql user's checks in it
 #
 # Servers (NAME): mariadb-10.11 (this machine's own on Debian 12: no root),
-# mariadb-11.8 (Debian 13 "trixie"). The roots live under
+# mariadb-11.8 (Debian 13 "trixie"), mysql-9.7 (Debian unstable "sid",
+# whose Release file may be older than its Valid-Until). The roots live under
 # ${LR_SERVER_ROOTS:-/var/tmp/lockrun-servers}; each holds the packages of
 # one release. Never delete one with rm -rf while mounted: its tmp is this
 # machine's /tmp. lr_server_root_unmount ROOT undoes the mounts.
@@ -31,6 +33,7 @@ _lr_server_release() {
 	mariadb-10.11) [[ $(mariadbd --version 2>/dev/null) == *" 10.11."* ]] ||
 		echo "bookworm mariadb-server mariadb-client" ;;
 	mariadb-11.8) echo "trixie mariadb-server mariadb-client" ;;
+	mysql-9.7) echo "sid mysql-server" ;;
 	*) return 1 ;;
 	esac
 }
@@ -73,14 +76,14 @@ lr_server_root_for() {
 	local name=$1 rel suite root
 	local -a pkgs
 	rel=$(_lr_server_release "$name") || {
-		_lr_root_say "unknown server '$name' (use mariadb-10.11 or mariadb-11.8)"
+		_lr_root_say "unknown server '$name' (use mariadb-10.11, mariadb-11.8 or mysql-9.7)"
 		return 1
 	}
 	[[ -z $rel ]] && return 0
 	suite=${rel%% *}
 	read -r -a pkgs <<<"${rel#* }"
 	root=$LR_SERVER_ROOTS/$suite
-	if [[ ! -x $root/usr/sbin/mariadbd ]]; then
+	if [[ ! -x $root/usr/sbin/mariadbd && ! -x $root/usr/sbin/mysqld ]]; then
 		command -v debootstrap >/dev/null || lr_ensure_packages debootstrap || return 1
 		mkdir -p "$LR_SERVER_ROOTS"
 		if [[ ! -x $root/bin/sh ]]; then
@@ -98,7 +101,8 @@ lr_server_root_for() {
 		chmod 755 "$root/usr/sbin/policy-rc.d"
 		_lr_root_say "installing ${pkgs[*]} in $root"
 		chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -c \
-			'apt-get update -q && apt-get install -y -q --no-install-recommends "$@"' \
+			'apt-get -o Acquire::Check-Valid-Until=false update -q &&
+				apt-get install -y -q --no-install-recommends "$@"' \
 			sh "${pkgs[@]}" >>"$LR_SERVER_ROOTS/$suite.log" 2>&1 || {
 			_lr_root_say "installing the server failed; end of $LR_SERVER_ROOTS/$suite.log:"
 			tail -n 20 "$LR_SERVER_ROOTS/$suite.log" >&2
