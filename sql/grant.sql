@@ -1,5 +1,6 @@
 -- The one grant a lockrun account needs, applied by an administrator in
--- the lockrun database (mariadb lockrun < sql/grant.sql), before or after
+-- the lockrun database (mariadb lockrun < sql/grant.sql, or mysql on
+-- MySQL), before or after
 -- `lockrunctl init`.
 --
 -- Who: only an account with ADMIN OPTION on the role may grant it, and the
@@ -14,8 +15,10 @@
 --     CREATE USER 'lockrun'@'%' IDENTIFIED BY '...';
 CREATE ROLE IF NOT EXISTS lockrun_api;
 GRANT lockrun_api TO 'lockrun'@'%';
-SET DEFAULT ROLE lockrun_api FOR 'lockrun'@'%';
+SET DEFAULT ROLE lockrun_api /*M! FOR */ /*!80000 TO */ 'lockrun'@'%';
 --
+-- (MariaDB says FOR and MySQL TO there: each server runs the words in its
+-- own executable comment, /*M! */ MariaDB's, /*!80000 */ MySQL's.)
 -- The role lockrun_api (<database>_api for another database name) may
 -- execute exactly the nine public procedures of the SQL API
 -- (doc/sql-api.md): lockrun_acquire, lockrun_settle, lockrun_poll,

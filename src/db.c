@@ -16,10 +16,13 @@
 #include "log.h"
 #include "strbuf.h"
 
-/* The oldest server the schema installs on: MariaDB 10.6 (JSON_TABLE, which
- * the routines keep a request's items in). MySQL is refused: the migrations and routines use
- * MariaDB's DDL, so a MySQL server could never hold lockrun's locks. */
+/* The oldest servers the schema installs on: MariaDB 10.6 (JSON_TABLE, which
+ * the routines keep a request's items in) and MySQL 8.4, the oldest MySQL
+ * release line still maintained (roles, JSON_TABLE, SKIP LOCKED and the
+ * redo and replication names of the server seam, sql/routines/05-server.sql;
+ * only 9.7 is tested). */
 #define MIN_MARIADB 100600UL
+#define MIN_MYSQL   80400UL
 
 struct lr_db {
 	uv_loop_t *loop;
@@ -481,7 +484,8 @@ static bool check_version(lr_db *db)
 	if (lr_db_supported(db))
 		return true;
 	set_error(db, LR_DB_ETOOOLD,
-	          "%s: server version %s is not supported; lockrun needs MariaDB 10.6 or newer",
+	          "%s: server version %s is not supported; lockrun needs MariaDB 10.6 or newer, "
+	          "or MySQL 8.4 or newer",
 	          db->server, info ? info : "unknown");
 	return false;
 }
@@ -891,7 +895,8 @@ static bool quiet_session(lr_db *db)
 {
 	if (db->quiet)
 		return true;
-	if (!lr_db_query(db, mysql_get_server_version(db->m) >= 101100
+	if (!lr_db_query(db, lr_db_is_mysql(db) ? "SET SESSION long_query_time = 31536000"
+	                     : mysql_get_server_version(db->m) >= 101100
 	                         ? "SET SESSION log_slow_query = 0"
 	                         : "SET SESSION sql_log_slow = 0"))
 		return false;
@@ -1128,12 +1133,22 @@ const char *lr_db_server_info(const lr_db *db)
 	return db->m ? mysql_get_server_info(db->m) : NULL;
 }
 
-/* Whether the server is one lockrun supports: MariaDB 10.6 or later. */
-bool lr_db_supported(const lr_db *db)
+/* Whether the server is MySQL rather than MariaDB (whose handshake
+ * version names it), for the few statements whose spelling differs. */
+bool lr_db_is_mysql(const lr_db *db)
 {
 	const char *info = lr_db_server_info(db);
 
-	return info && strstr(info, "MariaDB") && mysql_get_server_version(db->m) >= MIN_MARIADB;
+	return info && !strstr(info, "MariaDB");
+}
+
+/* Whether the server is one lockrun supports: MariaDB 10.6 or later, or
+ * MySQL 8.4 or later. */
+bool lr_db_supported(const lr_db *db)
+{
+	if (!db->m)
+		return false;
+	return mysql_get_server_version(db->m) >= (lr_db_is_mysql(db) ? MIN_MYSQL : MIN_MARIADB);
 }
 
 MYSQL_ROW lr_db_fetch(lr_db *db)

@@ -72,6 +72,7 @@ bool lr_db_queryf(lr_db *db, const char *fmt, ...) __attribute__((format(printf,
 bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned nparams);
 void lr_db_allow_any_server(lr_db *db);
 const char *lr_db_server_info(const lr_db *db);
+bool lr_db_is_mysql(const lr_db *db);
 bool lr_db_supported(const lr_db *db);
 MYSQL_ROW lr_db_fetch(lr_db *db);
 uint64_t lr_db_num_rows(const lr_db *db);

@@ -55,7 +55,7 @@ struct doctor {
 	struct finding f[MAX_FINDINGS];
 	size_t n;
 	char *var[NVARS];
-	bool mariadb;
+	bool mysql; /* the server is MySQL, not MariaDB */
 };
 
 __attribute__((format(printf, 4, 5))) static void say(struct doctor *d, const char *check,
@@ -104,23 +104,50 @@ static bool read_vars(struct doctor *d)
 	return true;
 }
 
-/* Flavour and version: the schema needs MariaDB 10.6 or later (JSON_TABLE). */
+/* Flavour and version: the schema needs MariaDB 10.6 or later (JSON_TABLE),
+ * or MySQL 8.4 or later, of which only 9.7 is tested. (An older one never
+ * gets here: the connection refuses it.) */
 static void check_server(struct doctor *d)
 {
 	const char *v = d->var[V_VERSION] ? d->var[V_VERSION] : "?";
+	const char *comment = d->var[V_COMMENT] ? d->var[V_COMMENT] : "?";
 	unsigned major = 0, minor = 0;
 
 	sscanf(v, "%u.%u", &major, &minor);
-	d->mariadb = strstr(v, "MariaDB") != NULL;
-	if (!d->mariadb)
-		say(d, "server", SEV_FAIL,
-		    "%s (%s) is not MariaDB: lockrun's schema needs MariaDB 10.6 or later", v,
-		    d->var[V_COMMENT] ? d->var[V_COMMENT] : "?");
-	else if (major < 10 || (major == 10 && minor < 6))
-		say(d, "server", SEV_FAIL, "MariaDB %s is too old: lockrun needs 10.6 or later", v);
+	if (!d->mysql)
+		say(d, "server", SEV_OK, "MariaDB %s (%s)", v, comment);
+	else if (major == 9 && minor == 7)
+		say(d, "server", SEV_OK, "MySQL %s (%s)", v, comment);
 	else
-		say(d, "server", SEV_OK, "MariaDB %s (%s)", v,
-		    d->var[V_COMMENT] ? d->var[V_COMMENT] : "?");
+		say(d, "server", SEV_WARN,
+		    "MySQL %s (%s): lockrun's SQL is written for MySQL 8.4 and later, but is "
+		    "tested "
+		    "on MySQL 9.7 only",
+		    v, comment);
+}
+
+/* MySQL's multi-primary Group Replication, which lockrun does not support:
+ * its routines refuse a member (1290, sql/routines/05-server.sql), and this
+ * says why. One query; unknown when the account may not read
+ * performance_schema. */
+static void check_group(struct doctor *d)
+{
+	MYSQL_ROW row;
+
+	if (!lr_db_query(d->db, "SELECT COUNT(*) FROM performance_schema.replication_group_members "
+	                        "WHERE MEMBER_STATE = 'ONLINE'") ||
+	    !(row = lr_db_fetch(d->db)) || !row[0])
+		say(d, "galera", SEV_INFO,
+		    "MySQL: Group Replication membership not visible to this account; lockrun "
+		    "refuses a group's members");
+	else if (strcmp(row[0], "0") != 0)
+		say(d, "galera", SEV_FAIL,
+		    "a member of a MySQL Group Replication group (%s online): lockrun does not "
+		    "support Group Replication and takes no lock here",
+		    row[0]);
+	else
+		say(d, "galera", SEV_OK,
+		    "MySQL, not in a Group Replication group: --named locks (GET_LOCK) are usable");
 }
 
 /* The longest innodb_lock_wait_timeout doctor accepts on a Galera node. */
@@ -142,6 +169,10 @@ static void check_galera(struct doctor *d)
 	bool ready = false;
 	double lwt;
 
+	if (d->mysql) {
+		check_group(d);
+		return;
+	}
 	if (!on(d->var[V_WSREP])) {
 		say(d, "galera", SEV_OK, "not a Galera node: --named locks (GET_LOCK) are usable");
 		return;
@@ -192,7 +223,7 @@ static void check_galera(struct doctor *d)
  * writable or not, takes no lock (a FAIL). Also binary logging and
  * log_bin_trust_function_creators, which no longer matter to init (no
  * trigger, no function). Four queries; a part the account may not see
- * (SHOW ALL SLAVES STATUS needs REPLICATION CLIENT or more) is said to be
+ * (SHOW ALL SLAVES STATUS or SHOW REPLICA STATUS needs REPLICATION CLIENT or more) is said to be
  * unknown.
  */
 static void check_topology(struct doctor *d)
@@ -208,32 +239,43 @@ static void check_topology(struct doctor *d)
 		    "fail-over and costs nothing");
 		return;
 	}
-	if (lr_db_query(d->db, "SELECT @@log_bin, @@log_bin_trust_function_creators, "
-	                       "@@gtid_strict_mode") &&
+	if (lr_db_query(d->db, d->mysql ? "SELECT @@log_bin, @@log_bin_trust_function_creators, "
+	                                  "@@gtid_mode = 'ON'"
+	                                : "SELECT @@log_bin, @@log_bin_trust_function_creators, "
+	                                  "@@gtid_strict_mode") &&
 	    (row = lr_db_fetch(d->db))) {
 		snprintf(binlog, sizeof(binlog), "%s", on(row[0]) ? "on" : "off");
 		snprintf(trust, sizeof(trust), "%s", row[1] ? row[1] : "?");
 		snprintf(gtid_strict, sizeof(gtid_strict), "%s", on(row[2]) ? "on" : "off");
 	}
+	/* The replicas attached (MySQL counts them in its list of replicas,
+	 * which needs REPLICATION SLAVE), and semi-sync, by either server's
+	 * names. */
+	if (d->mysql && lr_db_query(d->db, "SHOW REPLICAS"))
+		snprintf(slaves, sizeof(slaves), "%llu", (unsigned long long)lr_db_num_rows(d->db));
 	if (lr_db_query(d->db, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Slaves_connected', "
-	                       "'Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients')"))
+	                       "'Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients', "
+	                       "'Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_clients')"))
 		while ((row = lr_db_fetch(d->db))) {
 			if (!row[1])
 				continue;
 			if (strcmp(row[0], "Slaves_connected") == 0)
 				snprintf(slaves, sizeof(slaves), "%s", row[1]);
-			else if (strcmp(row[0], "Rpl_semi_sync_master_status") == 0)
+			else if (strncmp(row[0], "Rpl_semi_sync_", 14) == 0 &&
+			         strstr(row[0], "_status"))
 				snprintf(semi, sizeof(semi), "%s", row[1]);
-			else if (strcmp(row[0], "Rpl_semi_sync_master_clients") == 0)
+			else if (strncmp(row[0], "Rpl_semi_sync_", 14) == 0 &&
+			         strstr(row[0], "_clients"))
 				snprintf(semi_clients, sizeof(semi_clients), "%s", row[1]);
 		}
 	/* Every replication connection (multi-source included), running or
 	 * only configured: a stopped one may be started again any time. */
-	if (lr_db_query(d->db, "SHOW ALL SLAVES STATUS")) {
-		int host = lr_db_column(d->db, "Master_Host"),
-		    port = lr_db_column(d->db, "Master_Port"),
-		    io = lr_db_column(d->db, "Slave_IO_Running"),
-		    sql = lr_db_column(d->db, "Slave_SQL_Running");
+	if (lr_db_query(d->db, d->mysql ? "SHOW REPLICA STATUS" : "SHOW ALL SLAVES STATUS")) {
+		int host = lr_db_column(d->db, d->mysql ? "Source_Host" : "Master_Host"),
+		    port = lr_db_column(d->db, d->mysql ? "Source_Port" : "Master_Port"),
+		    io = lr_db_column(d->db, d->mysql ? "Replica_IO_Running" : "Slave_IO_Running"),
+		    sql =
+		        lr_db_column(d->db, d->mysql ? "Replica_SQL_Running" : "Slave_SQL_Running");
 		slave_known = true;
 		if ((row = lr_db_fetch(d->db)) && host >= 0 && row[host])
 			snprintf(master_of, sizeof(master_of),
@@ -246,18 +288,20 @@ static void check_topology(struct doctor *d)
 	    (row = lr_db_fetch(d->db)) && row[0])
 		lr_duration_format(strtod(row[0], NULL), max_ttl, sizeof(max_ttl));
 	say(d, "topology", SEV_INFO,
-	    "binary log %s, gtid_strict_mode %s, log_bin_trust_function_creators %s: init "
+	    "binary log %s, %s %s, log_bin_trust_function_creators %s: init "
 	    "needs none of them (it creates no trigger and no function)",
-	    binlog, gtid_strict, trust);
+	    binlog, d->mysql ? "gtid_mode" : "gtid_strict_mode", gtid_strict, trust);
 	/* A FAIL whatever read_only says: a writable replica would grant
 	 * what its primary grants too (lr_epoch refuses while its threads
 	 * run; a stopped one it cannot see). */
 	if (*master_of)
 		say(d, "topology", SEV_FAIL,
 		    "a replica of %s: lockrun cannot lock here, writable or not, until it is "
-		    "promoted (STOP SLAVE; RESET SLAVE ALL); then it holds new grants back for "
-		    "max-ttl (%s) plus 5 s, as it may lack the old primary's last commits",
-		    master_of, max_ttl);
+		    "promoted (%s); then it holds new grants back for max-ttl (%s) plus 5 s, as "
+		    "it may lack the old primary's last commits",
+		    master_of,
+		    d->mysql ? "STOP REPLICA; RESET REPLICA ALL" : "STOP SLAVE; RESET SLAVE ALL",
+		    max_ttl);
 	else if (strcmp(slaves, "0") != 0 && strcmp(slaves, "?") != 0)
 		say(d, "topology", SEV_INFO,
 		    "a primary with %s replica(s) attached, semi-sync %s (%s client(s)): if one is "
@@ -997,7 +1041,7 @@ static void print(struct doctor *d, FILE *out, const char *who, const char *dbna
  */
 bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigned *problems)
 {
-	struct doctor d = {.db = db, .o = o};
+	struct doctor d = {.db = db, .o = o, .mysql = lr_db_is_mysql(db)};
 	unsigned warnings = 0;
 	char who[400] = "?", dbname[200] = "";
 	MYSQL_ROW row;
@@ -1009,8 +1053,8 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	 * it may not even understand. */
 	if (!lr_db_supported(db)) {
 		say(&d, "server", SEV_FAIL,
-		    "%s is not supported: lockrun needs MariaDB 10.6 or later (MySQL is not "
-		    "supported)",
+		    "%s is not supported: lockrun needs MariaDB 10.6 or later, or MySQL 8.4 "
+		    "or later",
 		    lr_db_server_info(db) ? lr_db_server_info(db) : "this server");
 		*problems = 1;
 		print(&d, out, who, NULL, *problems, warnings);

@@ -82,31 +82,98 @@ static bool delimiter_line(const char *t, size_t n, char *delim)
 
 #define OWNER "DEFINER = 'lockrun_owner'@'localhost'"
 
+/* Copies s to out with every `from` replaced by `to`. */
+static void swap_all(struct lr_sb *out, const char *s, const char *from, const char *to)
+{
+	const char *hit;
+
+	while ((hit = strstr(s, from))) {
+		lr_sb_add(out, s, (size_t)(hit - s));
+		lr_sb_puts(out, to);
+		s = hit + strlen(from);
+	}
+	lr_sb_puts(out, s);
+}
+
+/*
+ * The install's seam between the servers: the files are written in
+ * MariaDB's DDL, and this is MySQL's spelling of a statement of theirs.
+ * MySQL has no CREATE OR REPLACE for routines: the routine is dropped
+ * first (into pre; its EXECUTE grants go with it, and the access step of
+ * the routines, 90-access.sql, grants them again). Nor IF NOT EXISTS for
+ * ADD COLUMN and ADD INDEX: the words are dropped, and the caller counts
+ * a column or index that exists already (1060, 1061) as added, which is
+ * right because MySQL's DDL is atomic: a statement was applied wholly or
+ * not at all. The files spell these in capitals, as this matches them.
+ */
+static void to_mysql(const char *s, struct lr_sb *out, struct lr_sb *pre)
+{
+	static const char cor[] = "CREATE OR REPLACE ";
+	struct lr_sb tmp;
+
+	lr_sb_init(&tmp);
+	while (*s == ' ' || *s == '\t' || *s == '\n')
+		s++;
+	if (strncmp(s, cor, strlen(cor)) == 0) {
+		const char *kind = "PROCEDURE", *at = strstr(s, " PROCEDURE ");
+		const char *fn = strstr(s, " FUNCTION ");
+		if (!at || (fn && fn < at))
+			at = fn, kind = "FUNCTION";
+		if (at) {
+			const char *name = at + strlen(kind) + 2;
+			size_t n = strcspn(name, " (\n");
+			lr_sb_printf(pre, "DROP %s IF EXISTS %.*s", kind, (int)n, name);
+		}
+		lr_sb_puts(&tmp, "CREATE ");
+		lr_sb_puts(&tmp, s + strlen(cor));
+		s = lr_sb_str(&tmp);
+	}
+	struct lr_sb cols;
+	lr_sb_init(&cols);
+	swap_all(&cols, s, "ADD COLUMN IF NOT EXISTS ", "ADD COLUMN ");
+	swap_all(out, lr_sb_str(&cols), "ADD INDEX IF NOT EXISTS ", "ADD INDEX ");
+	lr_sb_finish(&cols);
+	lr_sb_finish(&tmp);
+}
+
 /* Sends one statement of a script; with own_definer, every routine it
  * defines as 'lockrun_owner'@'localhost' is defined by the connected
- * account instead (may_name_owner). */
+ * account instead (may_name_owner). On MySQL, in its spelling (to_mysql):
+ * one more round trip for a routine. */
 static bool send_stmt(lr_db *db, struct lr_sb *stmt, bool own_definer, char *err, size_t errlen)
 {
-	struct lr_sb swapped;
-	const char *s = lr_sb_str(stmt), *hit;
-	bool ok;
+	struct lr_sb swapped, spelled, pre;
+	bool ok, mysql = lr_db_is_mysql(db);
 
 	lr_sb_init(&swapped);
-	while (own_definer && (hit = strstr(s, OWNER))) {
-		lr_sb_add(&swapped, s, (size_t)(hit - s));
-		lr_sb_puts(&swapped, "DEFINER = CURRENT_USER");
-		s = hit + strlen(OWNER);
-	}
-	lr_sb_puts(&swapped, s);
-	ok = !swapped.oom && lr_db_query(db, lr_sb_str(&swapped));
+	lr_sb_init(&spelled);
+	lr_sb_init(&pre);
+	if (own_definer)
+		swap_all(&swapped, lr_sb_str(stmt), OWNER, "DEFINER = CURRENT_USER");
+	else
+		lr_sb_puts(&swapped, lr_sb_str(stmt));
+	if (mysql)
+		to_mysql(lr_sb_str(&swapped), &spelled, &pre);
+	else
+		lr_sb_puts(&spelled, lr_sb_str(&swapped));
+	ok = !swapped.oom && !spelled.oom && !pre.oom;
+	if (ok && pre.len)
+		ok = lr_db_query(db, lr_sb_str(&pre));
+	if (ok)
+		ok = lr_db_query(db, lr_sb_str(&spelled)) ||
+		     (mysql &&
+		      (lr_db_errno(db) == ER_DUP_FIELDNAME || lr_db_errno(db) == ER_DUP_KEYNAME));
 	if (!ok)
-		snprintf(err, errlen, "%s", swapped.oom ? "out of memory" : lr_db_error(db));
+		snprintf(err, errlen, "%s",
+		         swapped.oom || spelled.oom || pre.oom ? "out of memory" : lr_db_error(db));
 	/* A statement may answer with notes for the administrator (the
 	 * access step moves accounts to the role). */
 	int col = ok ? lr_db_column(db, "note") : -1;
 	for (MYSQL_ROW row; col >= 0 && (row = lr_db_fetch(db));)
 		if (row[col])
 			lr_log_warn("%s", row[col]);
+	lr_sb_finish(&pre);
+	lr_sb_finish(&spelled);
 	lr_sb_finish(&swapped);
 	return ok;
 }
@@ -154,6 +221,36 @@ static bool run_script(lr_db *db, const char *sql, bool own_definer, char *err, 
 }
 
 /*
+ * The role <database>_api that the access step (sql/routines/90-access.sql)
+ * grants the public procedures to, created here on MySQL, which cannot
+ * prepare CREATE ROLE (1295) as that step does on MariaDB. Two queries.
+ */
+static bool create_role(lr_db *db, char *err, size_t errlen)
+{
+	struct lr_sb q;
+	MYSQL_ROW row;
+	bool ok = false;
+
+	lr_sb_init(&q);
+	if (!lr_db_query(db, "SELECT CONCAT(DATABASE(), '_api')") || !(row = lr_db_fetch(db)) ||
+	    !row[0]) {
+		snprintf(err, errlen, "%s",
+		         lr_db_errno(db) ? lr_db_error(db) : "no database chosen");
+		goto out;
+	}
+	lr_sb_puts(&q, "CREATE ROLE IF NOT EXISTS ");
+	lr_db_sb_quote(db, &q, row[0]);
+	if (q.oom || !lr_db_query(db, lr_sb_str(&q))) {
+		snprintf(err, errlen, "%s", q.oom ? "out of memory" : lr_db_error(db));
+		goto out;
+	}
+	ok = true;
+out:
+	lr_sb_finish(&q);
+	return ok;
+}
+
+/*
  * Applies the routines (the files of sql/routines, concatenated in order)
  * when the database last got another text of them (lr_routines keeps the
  * SHA-256 compiled in here), so a changed routine reaches every database
@@ -175,6 +272,8 @@ static bool apply_routines(lr_db *db, bool own_definer, bool *applied, char *err
 	if (row && row[0] && strcmp(row[0], lr_routines_digest) == 0)
 		return true;
 	lr_log_info("applying sql/routines");
+	if (lr_db_is_mysql(db) && !create_role(db, err, errlen))
+		return false;
 	if (!run_script(db, lr_routines_sql, own_definer, err, errlen))
 		return false;
 	snprintf(q, sizeof(q),
@@ -236,11 +335,12 @@ static bool drop_triggers(lr_db *db, char *err, size_t errlen)
  * have. If not (1227), the routines are defined by the connected account
  * itself: they then run with its rights, which init needs anyway, and the
  * runtime account still may only execute the public ones. Creates and
- * drops an empty procedure: two statements.
+ * drops an empty procedure: three statements.
  */
 static bool may_name_owner(lr_db *db)
 {
-	if (lr_db_query(db, "CREATE OR REPLACE " OWNER " PROCEDURE lr_definer_probe() BEGIN END")) {
+	lr_db_query(db, "DROP PROCEDURE IF EXISTS lr_definer_probe");
+	if (lr_db_query(db, "CREATE " OWNER " PROCEDURE lr_definer_probe() BEGIN END")) {
 		lr_db_query(db, "DROP PROCEDURE IF EXISTS lr_definer_probe");
 		return true;
 	}

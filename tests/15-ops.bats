@@ -632,7 +632,7 @@ print(*[c["status"] + " " + c["detail"] for c in d["checks"] if c["check"] == "c
 	assert_output --partial "max-ttl 1m (was "
 	run --separate-stderr "$LOCKRUN" --ttl 90 -x ops-ttl -- true
 	assert_equal "$status" 64
-	[[ $stderr == "lockrun: 127.0.0.1:$LR_PORT: lockrun: ttl_ms must be 1000-60000 (this database's max_ttl_ms, which \`lockrunctl max-ttl\` sets: a fail-over holds grants back that long) (1644)" ]] ||
+	[[ $stderr == "lockrun: 127.0.0.1:$LR_PORT: lockrun: ttl_ms must be 1000-60000 (this database's max_ttl_ms, which \`lockrunctl max-ttl\` sets) (1644)" ]] ||
 		fail "$stderr"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_holds WHERE resource = 'ops-ttl'")" 0
 	# A live lease of 50 s: max-ttl may not go below it.

@@ -5,6 +5,8 @@
 -- they are applied:
 --   00-start.sql          this file: routines of earlier versions
 --                         dropped, and the start of lr_fresh's minute
+--   05-server.sql         lr_server_*: the seam between MariaDB and
+--                         MySQL, all that the servers spell differently
 --   10-helpers.sql        lr_enter, lr_leave, lr_lock_name, lr_epoch,
 --                         lr_parse: what every public procedure uses
 --   20-sweep.sql          lr_sweep, lr_reclaim, lr_recount, lr_fresh,
@@ -22,7 +24,7 @@
 --   90-access.sql         the role that may execute the public procedures
 --                         (lr_setup_access, run once and dropped)
 --   95-recount.sql        every resource's `used` made exact once
--- MariaDB resolves a CALL when it runs, so the routines may come in any
+-- The servers resolve a CALL when it runs, so the routines may come in any
 -- order; what runs while the files are applied fixes it: this file
 -- first, the access step once every routine it grants or calls exists,
 -- the recount last.
@@ -39,7 +41,9 @@
 -- the client one by one, in order). Idempotent: every routine is CREATE
 -- OR REPLACE, which keeps the grants on it. Needs the definer account and
 -- the tables of the numbered migrations (002 creates
--- 'lockrun_owner'@'localhost').
+-- 'lockrun_owner'@'localhost'). MySQL knows no CREATE OR REPLACE
+-- PROCEDURE, nor ADD COLUMN IF NOT EXISTS in the migrations: there, only
+-- `lockrunctl init` applies the files, spelled for MySQL (05-server.sql).
 --
 -- Why procedures: each lock operation is one CALL, one round trip, and the
 -- row locks of a grant are held for microseconds inside the server instead

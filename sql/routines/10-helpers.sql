@@ -50,24 +50,23 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(
   READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_max, v_slaves BIGINT;
+  DECLARE v_in_trx TINYINT;
   DECLARE v_msg VARCHAR(300);
-  DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
-  SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
+  CALL lr_server_state(IF(p_check & 24, 1, 0) | IF(p_check & 8, 2, 0), v_slaves, v_in_trx);
   IF p_check & 24 THEN
-    SELECT VARIABLE_VALUE INTO v_slaves FROM information_schema.GLOBAL_STATUS
-     WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
     IF v_slaves > 0 THEN
-      SET v_msg = CONCAT('lockrun: this server replicates from another (', v_slaves,
-                         ' replication connection(s) running): lockrun writes nothing on a replica, ',
-                         'writable or not; point lockrun at the primary');
+      SET v_msg = CONCAT('lockrun writes nothing on a replica, writable or not: this server ',
+                         'replicates from another (', v_slaves, ' channel(s) running)');
       SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = v_msg;
     END IF;
   END IF;
-  IF p_check & 8 AND @@in_transaction THEN
+  IF p_check & 8 AND v_in_trx THEN
     SET v_msg = CONCAT(p_proc, ': call it outside a transaction (its own would commit yours)');
-  ELSEIF p_check & 1 AND (p_request IS NULL OR BINARY p_request NOT REGEXP '^[0-9a-f]{32}$') THEN
+  ELSEIF p_check & 1 AND (p_request IS NULL OR
+                          CONVERT(p_request USING utf8mb4) COLLATE utf8mb4_bin NOT REGEXP '^[0-9a-f]{32}$') THEN
     SET v_msg = 'lockrun: request must be 32 lowercase hex digits';
-  ELSEIF p_check & 2 AND (p_lease IS NULL OR BINARY p_lease NOT REGEXP '^[0-9a-f]{32}$') THEN
+  ELSEIF p_check & 2 AND (p_lease IS NULL OR
+                          CONVERT(p_lease USING utf8mb4) COLLATE utf8mb4_bin NOT REGEXP '^[0-9a-f]{32}$') THEN
     SET v_msg = 'lockrun: lease must be 32 lowercase hex digits';
   ELSEIF p_check & 4 THEN
     SELECT LEAST(COALESCE(MAX(IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), value)),
@@ -75,7 +74,7 @@ BEGIN
       FROM lr_settings WHERE name = 'max_ttl_ms' LOCK IN SHARE MODE;
     IF p_ttl_ms IS NULL OR p_ttl_ms < 1000 OR p_ttl_ms > v_max THEN
       SET v_msg = CONCAT('lockrun: ttl_ms must be 1000-', v_max, ' (this database''s max_ttl_ms,',
-                         ' which `lockrunctl max-ttl` sets: a fail-over holds grants back that long)');
+                         ' which `lockrunctl max-ttl` sets)');
     END IF;
   END IF;
   IF v_msg IS NOT NULL THEN
@@ -83,22 +82,19 @@ BEGIN
   END IF;
   SET p_lwt = @@session.innodb_lock_wait_timeout;
   SET SESSION innodb_lock_wait_timeout = 2;
-  SET p_galera = IF(@@wsrep_on, 1, 0);
-  SET p_sw = @@session.wsrep_sync_wait;
-  IF p_sw IS NOT NULL THEN
-    SET SESSION wsrep_sync_wait = 3;
-  END IF;
+  CALL lr_server_sync(3, p_sw, p_galera);
 END//
 
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_leave(IN p_sw BIGINT, IN p_lwt BIGINT)
   NO SQL SQL SECURITY DEFINER
 BEGIN
-  DECLARE CONTINUE HANDLER FOR 1193 BEGIN END;
+  DECLARE v_sw BIGINT;
+  DECLARE v_galera TINYINT;
   IF p_lwt IS NOT NULL THEN
     SET SESSION innodb_lock_wait_timeout = p_lwt;
   END IF;
   IF p_sw IS NOT NULL THEN
-    SET SESSION wsrep_sync_wait = p_sw;
+    CALL lr_server_sync(p_sw, v_sw, v_galera);
   END IF;
 END//
 
@@ -176,7 +172,7 @@ CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_epoch(
   OUT p_until DATETIME(6), OUT p_floor BIGINT UNSIGNED, OUT p_max BIGINT)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_me VARCHAR(255) CHARACTER SET ascii;
+  DECLARE v_me, v_was VARCHAR(255) CHARACTER SET ascii;
   DECLARE v_server VARCHAR(255) CHARACTER SET ascii;
   DECLARE v_epoch INT UNSIGNED;
   DECLARE v_now DATETIME(6);
@@ -195,12 +191,7 @@ BEGIN
     -- Lowered since the caller's lr_enter: its refusal, now.
     CALL lr_enter(NULL, 4, NULL, NULL, p_ttl_ms, v_sw, v_lwt, v_galera);
   END IF;
-  IF p_galera THEN
-    SET v_me = LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255);
-  ELSE
-    SET v_me = CONCAT('server:', @@server_id, ':', LEFT(@@hostname, 100), ':', @@port, ':',
-                      IF(LENGTH(@@gtid_slave_pos) > 100, MD5(@@gtid_slave_pos), @@gtid_slave_pos));
-  END IF;
+  CALL lr_server_me(p_galera, v_me, v_was);
   SELECT server, started_at, quarantine_until, fence_floor INTO v_server, p_since, p_until, p_floor
     FROM lr_epoch WHERE id = 1;
   IF p_force OR v_server IS NULL OR v_server <> v_me THEN
@@ -208,8 +199,7 @@ BEGIN
     SELECT epoch, server, started_at, quarantine_until, fence_floor
       INTO v_epoch, v_server, p_since, p_until, p_floor FROM lr_epoch WHERE id = 1 FOR UPDATE;
     SET v_now = UTC_TIMESTAMP(6);
-    IF v_server = '' OR (NOT p_galera AND NOT p_force AND v_server = LEFT(CONCAT('server:',
-        @@server_id, ':', @@hostname, ':', @@port), 255)) THEN
+    IF v_server = '' OR (NOT p_force AND v_server = v_was) THEN
       -- The first routine to run since the schema was made, or this
       -- server's own epoch named as before the position was part of it:
       -- this server's.
@@ -279,14 +269,14 @@ BEGIN
       SET v_name = LEFT(v_name, LENGTH(v_name) - LENGTH(v_cnt) - 1);
       IF v_cnt NOT REGEXP '^[0-9]{1,7}$' OR v_cnt + 0 < 1 OR v_cnt + 0 > 1000000 THEN
         SET v_msg = CONCAT('lockrun: invalid count ''', LEFT(v_cnt, 20), ''' for ''',
-                           LEFT(v_name, 64), ''': use a whole number 1-1000000');
+                           LEFT(v_name, 40), ''': use a whole number 1-1000000');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
       END IF;
       SET v_permits = v_cnt + 0;
     END IF;
-    IF BINARY v_name NOT REGEXP '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$' THEN
-      SET v_msg = CONCAT('lockrun: invalid name ''', LEFT(v_name, 64), ''': use 1-64 letters, ',
-                         'digits, ''_'', ''.'' or ''-'', starting with a letter or digit');
+    IF CONVERT(v_name USING utf8mb4) COLLATE utf8mb4_bin NOT REGEXP '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$' THEN
+      SET v_msg = CONCAT('lockrun: invalid name ''', LEFT(v_name, 40), ''': use 1-64 letters, ',
+                         'digits, _ . or -, first a letter or digit');
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
     END IF;
     SET p_n = p_n + 1;

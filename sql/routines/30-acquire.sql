@@ -39,6 +39,7 @@ proc: BEGIN
   DECLARE v_items VARCHAR(4000) DEFAULT p_items;
   DECLARE v_kind, v_rkind VARCHAR(10);
   DECLARE v_name VARCHAR(80) CHARACTER SET ascii;
+  DECLARE v_me, v_was VARCHAR(255) CHARACTER SET ascii;
   DECLARE v_now DATETIME(6);
   DECLARE v_req TEXT;
   DECLARE v_once_key VARCHAR(64) CHARACTER SET ascii;  -- a once item's key,
@@ -82,7 +83,7 @@ proc: BEGIN
   --    new, the epoch this server's and past its quarantine, the
   --    resource not paused, and not lr_fresh's minute. Anything else is
   --    decided by lr_acquire.
-  IF BINARY p_items REGEXP '^(semaphore:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:[1-9][0-9]{0,6}|(mutex|key|read|write):[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$'
+  IF CONVERT(p_items USING utf8mb4) COLLATE utf8mb4_bin REGEXP '^(semaphore:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:[1-9][0-9]{0,6}|(mutex|key|read|write):[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$'
      AND p_items NOT REGEXP '[[:cntrl:]]' THEN
     SET v_kind = SUBSTRING_INDEX(p_items, ':', 1),
         v_name = SUBSTRING_INDEX(SUBSTRING_INDEX(p_items, ':', 2), ':', -1),
@@ -90,21 +91,19 @@ proc: BEGIN
                        IF(v_kind = 'write', 2147483647, 1)),
         v_name = IF(v_kind = 'key', CONCAT('id:', v_name), v_name),
         v_kind = IF(v_kind IN ('read', 'write'), 'rwlock', v_kind);
+    CALL lr_server_me(v_galera, v_me, v_was);
     COMMIT;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     SET v_now = UTC_TIMESTAMP(6);
     -- lr_epoch's and lr_fresh's questions, all answered no, in one read:
-    -- the epoch is this server's (its identity spelled as lr_epoch does)
+    -- the epoch is this server's (named by lr_server_me, as lr_epoch names it)
     -- and past its quarantine, the lease is within max_ttl_ms and no raise
     -- of it is new; the settings row in shared mode, as lr_epoch reads it.
     -- (No replication thread runs: lr_enter refused a replica.)
     SELECT e.fence_floor INTO v_floor FROM lr_epoch e JOIN lr_settings s ON s.name = 'max_ttl_ms'
      WHERE e.id = 1 AND e.quarantine_until <= v_now
-       AND e.server = IF(v_galera, LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255),
-                         CONCAT('server:', @@server_id, ':', LEFT(@@hostname, 100), ':', @@port, ':',
-                                IF(LENGTH(@@gtid_slave_pos) > 100, MD5(@@gtid_slave_pos),
-                                   @@gtid_slave_pos)))
+       AND e.server = v_me
        AND p_ttl_ms <= s.value AND (s.grant_until IS NULL OR s.grant_until <= v_now)
        AND NOT EXISTS (SELECT 1 FROM lr_routines WHERE name IN ('triggers', 'procedures')
                         AND (name = 'triggers' OR applied_at > v_now - INTERVAL 60 SECOND))
@@ -402,7 +401,7 @@ BEGIN
                   kind VARCHAR(10) PATH '$.kind', permits BIGINT UNSIGNED PATH '$.permits')) j
                  WHERE NOT EXISTS (SELECT 1 FROM lr_grant_items i WHERE i.grant_id = v_gid
                                     AND i.resource = j.name AND BINARY i.kind = BINARY j.kind AND i.permits = j.permits))) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was granted for other items; a replay must name the same items, kinds and counts (take a new lease id for another request)';
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this lease id was granted for other items; a replay names the same items, kinds and counts (a new request: a new lease)';
   END IF;
   IF v_outcome = 'invalid' THEN
     SET v_gid = NULL;

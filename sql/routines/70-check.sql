@@ -57,7 +57,8 @@ BEGIN
   DECLARE v_exp, v_min DATETIME(6);
   DECLARE v_fence, v_max BIGINT UNSIGNED;
   DECLARE v_iso VARCHAR(40) DEFAULT '';
-  DECLARE v_n BIGINT;
+  DECLARE v_n, v_slaves BIGINT;
+  DECLARE v_in_trx TINYINT DEFAULT 0;
   -- The hold rows' keys: all of the grant's, the resource is picked out
   -- below (a miss of (resource, grant id) would lock a gap), and no more
   -- rows than the grant made (v_n): a read past them would lock the gap
@@ -70,17 +71,20 @@ BEGIN
     RESIGNAL;
   END;
   CALL lr_enter('lockrun_check', 2, NULL, p_lease, NULL, v_sw, v_lwt, v_galera);
-  IF p_resource IS NOT NULL AND (BINARY p_resource NOT REGEXP '^(id:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'
+  IF p_resource IS NOT NULL AND (CONVERT(p_resource USING utf8mb4) COLLATE utf8mb4_bin NOT REGEXP '^(id:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'
                                  OR p_resource REGEXP '[[:cntrl:]]') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: invalid resource: use a lock name, or id:KEY for a key';
   END IF;
-  -- The session's level, by either name the servers give it
-  -- (transaction_isolation on later ones).
-  SELECT VARIABLE_VALUE INTO v_iso FROM information_schema.SESSION_VARIABLES
-   WHERE VARIABLE_NAME IN ('TX_ISOLATION', 'TRANSACTION_ISOLATION') LIMIT 1;
-  SET v_done = 0;
-  IF (@@in_transaction OR NOT @@autocommit) AND v_iso = 'SERIALIZABLE' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_check: not in a SERIALIZABLE transaction (every read there locks ranges of lockrun''s tables until you commit); check at READ COMMITTED or REPEATABLE READ';
+  -- The session's level (lr_server_isolation), and whether it is in a
+  -- transaction (lr_server_state), which is asked only at SERIALIZABLE.
+  CALL lr_server_isolation(v_iso);
+  IF v_iso = 'SERIALIZABLE' AND NOT @@autocommit THEN
+    SET v_in_trx = 1;
+  ELSEIF v_iso = 'SERIALIZABLE' THEN
+    CALL lr_server_state(2, v_slaves, v_in_trx);
+  END IF;
+  IF v_in_trx THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_check: not in a SERIALIZABLE transaction (its reads would lock lockrun''s rows until you commit)';
   END IF;
   SELECT id INTO v_gid FROM lr_grants WHERE request_id = p_lease AND ended_at IS NULL;
   SET v_done = 0;

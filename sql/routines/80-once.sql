@@ -41,9 +41,9 @@ proc: BEGIN
       END IF;
       IF v_colons NOT IN (2, 3) OR v_per NOT REGEXP '^[0-9]{4,11}$' OR v_off NOT REGEXP '^[0-9]{1,11}$'
          OR v_per + 0 < 1000 OR v_per + 0 > 31622400000 OR v_off + 0 >= v_per + 0 THEN
-        SET v_msg = CONCAT('lockrun: invalid once item ''', LEFT(v_item, 100),
-                           ''': use once:KEY:PERIOD_MS[:OFFSET_MS], PERIOD_MS 1000-31622400000',
-                           ' and OFFSET_MS below it');
+        SET v_msg = CONCAT('lockrun: invalid once item ''', LEFT(v_item, 16),
+                           ''': use once:KEY:PERIOD_MS[:OFFSET_MS]; PERIOD_MS 1000-31622400000',
+                           ', above OFFSET_MS');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
       END IF;
       SET p_key = LEFT(SUBSTRING_INDEX(SUBSTRING_INDEX(v_item, ':', 2), ':', -1), 64);

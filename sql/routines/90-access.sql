@@ -7,6 +7,19 @@
 
 DELIMITER //
 
+-- Runs one statement of lr_setup_access's: MySQL has no EXECUTE
+-- IMMEDIATE, and PREPARE takes only a user variable there (this step is
+-- the administrator's, whose session it is; no API routine uses one).
+CREATE OR REPLACE PROCEDURE lr_setup_run(IN p_sql VARCHAR(1000))
+  SQL SECURITY INVOKER
+BEGIN
+  SET @lr_setup_sql = p_sql;
+  PREPARE lr_setup_stmt FROM @lr_setup_sql;
+  EXECUTE lr_setup_stmt;
+  DEALLOCATE PREPARE lr_setup_stmt;
+  SET @lr_setup_sql = NULL;
+END//
+
 -- The role <database>_api (lockrun_api for the database lockrun) may
 -- execute the nine public procedures and nothing else; sql/grant.sql
 -- gives it to the runtime account. Re-applied with every new text of the
@@ -35,22 +48,33 @@ BEGIN
   DECLARE v_since, v_until DATETIME(6);
   DECLARE v_floor BIGINT UNSIGNED;
   DECLARE v_max BIGINT;
+  DECLARE v_sql, v_owner_sql VARCHAR(700);
+  DECLARE v_api2 TINYINT;
   DECLARE c CURSOR FOR
     SELECT p.GRANTEE FROM information_schema.SCHEMA_PRIVILEGES p
      WHERE p.TABLE_SCHEMA = DATABASE() AND p.GRANTEE <> '''lockrun_owner''@''localhost'''
        AND p.GRANTEE NOT LIKE '%@'''''
-     GROUP BY p.GRANTEE HAVING COUNT(*) = 1 AND MAX(p.PRIVILEGE_TYPE) = 'EXECUTE';
+     GROUP BY p.GRANTEE HAVING COUNT(*) = 1 AND MAX(p.PRIVILEGE_TYPE) = 'EXECUTE' AND v_api2;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-  EXECUTE IMMEDIATE CONCAT('CREATE ROLE IF NOT EXISTS ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_acquire TO ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_settle TO ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_poll TO ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_sleep TO ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_dequeue TO ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_host_queue TO ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_renew TO ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_release TO ', v_role);
-  EXECUTE IMMEDIATE CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_check TO ', v_role);
+  CALL lr_server_grant(v_role, '', v_sql, v_owner_sql, v_api2);
+  IF v_owner_sql IS NOT NULL THEN
+    CALL lr_setup_run(v_owner_sql);
+  END IF;
+  BEGIN
+    -- MySQL cannot prepare CREATE ROLE (1295): `lockrunctl init` made
+    -- the role before it applied these files.
+    DECLARE CONTINUE HANDLER FOR 1295 BEGIN END;
+    CALL lr_setup_run(CONCAT('CREATE ROLE IF NOT EXISTS ', v_role));
+  END;
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_acquire TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_settle TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_poll TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_sleep TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_dequeue TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_host_queue TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_renew TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_release TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_check TO ', v_role));
   OPEN c;
   l: LOOP
     FETCH c INTO v_grantee;
@@ -60,9 +84,10 @@ BEGIN
      WHERE CONCAT('''', u.User, '''@''', u.Host, '''') = v_grantee;
     SET v_done = 0;
     IF v_other IS NULL OR CONCAT('''', v_other, '''') = v_role THEN
-      EXECUTE IMMEDIATE CONCAT('GRANT ', v_role, ' TO ', v_grantee);
-      EXECUTE IMMEDIATE CONCAT('SET DEFAULT ROLE ', v_role, ' FOR ', v_grantee);
-      EXECUTE IMMEDIATE CONCAT('REVOKE EXECUTE ON ', v_db, '.* FROM ', v_grantee);
+      CALL lr_setup_run(CONCAT('GRANT ', v_role, ' TO ', v_grantee));
+      CALL lr_server_grant(v_role, v_grantee, v_sql, v_owner_sql, v_api2);
+      CALL lr_setup_run(v_sql);
+      CALL lr_setup_run(CONCAT('REVOKE EXECUTE ON ', v_db, '.* FROM ', v_grantee));
       SET v_notes = JSON_ARRAY_APPEND(v_notes, '$', CONCAT('moved ', v_grantee, ' from EXECUTE on ',
           v_db, '.* to the role ', v_role, '; a session of it that calls the procedures without ',
           v_db, ' as its default database must reconnect'));
@@ -92,3 +117,4 @@ DELIMITER ;
 
 CALL lr_setup_access();
 DROP PROCEDURE lr_setup_access;
+DROP PROCEDURE lr_setup_run;

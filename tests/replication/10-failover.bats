@@ -315,7 +315,7 @@ holder_on() {
 	# Its threads run (as when a replica is promoted while its SQL
 	# thread still applies old events): refused, nothing written.
 	run -69 --separate-stderr "$LOCKRUN" -c "$LR_REPL/node$r.conf" "${TTL[@]}" -x fo -- true
-	[[ $stderr == *"this server replicates from another (1 replication connection(s) running): lockrun writes nothing on a replica, writable or not"*"(1290)"* ]] ||
+	[[ $stderr == *"lockrun writes nothing on a replica, writable or not: this server replicates from another (1 channel(s) running)"*"(1290)"* ]] ||
 		fail "$stderr"
 	assert_equal "$(repl_sql "$r" "SELECT @@gtid_binlog_pos")" "$before"
 	run -1 "$LOCKRUNCTL" -c "$LR_REPL/admin$r.conf" --json doctor

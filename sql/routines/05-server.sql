@@ -1,0 +1,179 @@
+-- lockrun's stored routines, 05: the seam between the servers. (How these
+-- files are applied: 00-start.sql.)
+--
+-- What the routines ask of the server that MariaDB and MySQL spell
+-- differently is asked here, and nowhere else: whether this server
+-- replicates from another, whether the session is in a transaction, its
+-- isolation level, the name of the server that writes the tables, and
+-- Galera's causal reads. Each routine holds both spellings, in executable
+-- comments: MariaDB alone runs the text of /*M! ... */, MySQL alone that
+-- of /*!80000 ... */ (MariaDB skips the versions 50700 to 99999, which
+-- are MySQL's). MySQL refuses, when a routine is created, a system
+-- variable it does not know (1193), which is why a runtime test of the
+-- server would not do. The routines' DDL (CREATE OR REPLACE, ADD COLUMN
+-- IF NOT EXISTS) is MariaDB's; `lockrunctl init` spells it for MySQL
+-- (src/schema.c, to_mysql).
+--
+-- Internal, like the helpers: the runtime account's role cannot execute
+-- them.
+
+DELIMITER //
+
+-- First the two settings of the caller's session that would reach the
+-- definer's statements, reset (lr_enter says why): `timestamp`, and
+-- `insert_id`, which would choose a grant's id. MariaDB resets insert_id
+-- with 0; MySQL takes a 0 as the id itself, and has no other way to unset
+-- it than the INSERT it is for, so a session that set it (a value other
+-- than 0) is refused there, before anything is written.
+-- p_what 1: p_replicating, how many replication channels apply another
+-- server's transactions here. MariaDB: global status Slaves_running (the
+-- connections whose SQL thread runs). MySQL: the channels of
+-- performance_schema.replication_applier_status whose applier is ON; a
+-- member of a Group Replication group is refused outright (1290), as
+-- lockrun does not support it: its members certify writes as Galera's do,
+-- but lockrun's causal reads and writer choice are Galera's alone.
+-- p_what 2: p_in_trx, whether the session is inside a transaction.
+-- MariaDB: @@in_transaction. MySQL has no such variable; SET TRANSACTION
+-- fails there inside a transaction (1568), and outside one sets the next
+-- transaction's access mode to READ WRITE, the default, which the callers
+-- that ask (writers, and lockrun_check under SERIALIZABLE) start anyway.
+-- Cost: one read of global status or of performance_schema for 1.
+-- Every API call calls it first, through lr_enter.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_state(
+  IN p_what TINYINT, OUT p_replicating BIGINT, OUT p_in_trx TINYINT)
+  READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+  /*M!
+  SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
+  IF p_what & 1 THEN
+    SELECT VARIABLE_VALUE INTO p_replicating FROM information_schema.GLOBAL_STATUS
+     WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
+  END IF;
+  IF p_what & 2 THEN
+    SET p_in_trx = @@in_transaction;
+  END IF;
+  */
+  /*!80000
+  DECLARE v_group BIGINT;
+  SET SESSION timestamp = DEFAULT;
+  IF @@session.insert_id <> 0 THEN
+    SIGNAL SQLSTATE '45000' SET
+      MESSAGE_TEXT = 'lockrun: this session set insert_id, which would choose a grant''s id: call lockrun without it';
+  END IF;
+  IF p_what & 1 THEN
+    SELECT COALESCE(SUM(SERVICE_STATE = 'ON' AND CHANNEL_NAME NOT LIKE 'group\_replication\_%'), 0),
+           COALESCE(SUM(SERVICE_STATE = 'ON' AND CHANNEL_NAME LIKE 'group\_replication\_%'), 0)
+      INTO p_replicating, v_group
+      FROM performance_schema.replication_applier_status;
+    IF v_group > 0 THEN
+      SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
+        MESSAGE_TEXT = 'lockrun: this server is a member of a MySQL Group Replication group, which lockrun does not support';
+    END IF;
+  END IF;
+  IF p_what & 2 THEN
+    BEGIN
+      DECLARE EXIT HANDLER FOR 1568 SET p_in_trx = 1;
+      SET p_in_trx = 0;
+      SET TRANSACTION READ WRITE;
+    END;
+  END IF;
+  */
+END//
+
+-- The session's isolation level, by the name the server gives it:
+-- MariaDB before 11.1 knows only tx_isolation, MySQL only
+-- transaction_isolation. No cost beyond the CALL.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_isolation(
+  OUT p_iso VARCHAR(40))
+  READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+  /*M!
+  SELECT VARIABLE_VALUE INTO p_iso FROM information_schema.SESSION_VARIABLES
+   WHERE VARIABLE_NAME IN ('TX_ISOLATION', 'TRANSACTION_ISOLATION') LIMIT 1;
+  */
+  /*!80000
+  SET p_iso = REPLACE(@@session.transaction_isolation, '-', ' ');
+  */
+END//
+
+-- Galera's causal reads (lr_enter, lr_leave): p_galera, whether this
+-- server is a Galera node, p_was the session's wsrep_sync_wait (NULL on a
+-- server without Galera), which is set to p_set unless that is NULL.
+-- MySQL has no Galera: 0 and NULL.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_sync(
+  IN p_set BIGINT, OUT p_was BIGINT, OUT p_galera TINYINT)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  /*M!
+  DECLARE CONTINUE HANDLER FOR 1193 SET p_was = NULL, p_galera = 0;
+  SET p_galera = IF(@@wsrep_on, 1, 0);
+  SET p_was = @@session.wsrep_sync_wait;
+  IF p_was IS NOT NULL AND p_set IS NOT NULL THEN
+    SET SESSION wsrep_sync_wait = p_set;
+  END IF;
+  */
+  /*!80000
+  SET p_was = NULL, p_galera = 0;
+  */
+END//
+
+-- The name of the server that writes the tables (lr_epoch says why and
+-- what changes it): p_me, and p_was, the form it had before the
+-- replication position was part of it (NULL where there was none).
+-- MariaDB: 'galera:' and the cluster's name on a Galera node, else
+-- 'server:' with the server_id, host name, port and @@gtid_slave_pos
+-- (hashed when long). MySQL: 'server:' with the server_uuid (unique per
+-- data directory, where MySQL's server_id defaults to 1 everywhere), host
+-- name, port and the transactions of other servers that this one applied
+-- (its GTID set without its own, hashed when long): that set changes
+-- whenever it applies another writer's transactions as a replica, as
+-- MariaDB's position does. No cost beyond the CALL.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_me(
+  IN p_galera TINYINT, OUT p_me VARCHAR(255) CHARACTER SET ascii,
+  OUT p_was VARCHAR(255) CHARACTER SET ascii)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  /*M!
+  IF p_galera THEN
+    SET p_me = LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255), p_was = NULL;
+  ELSE
+    SET p_me = CONCAT('server:', @@server_id, ':', LEFT(@@hostname, 100), ':', @@port, ':',
+                      IF(LENGTH(@@gtid_slave_pos) > 100, MD5(@@gtid_slave_pos), @@gtid_slave_pos)),
+        p_was = LEFT(CONCAT('server:', @@server_id, ':', @@hostname, ':', @@port), 255);
+  END IF;
+  */
+  /*!80000
+  DECLARE v_pos TEXT DEFAULT REPLACE(REPLACE(
+    GTID_SUBTRACT(@@global.gtid_executed, CONCAT(@@server_uuid, ':1-9223372036854775806')),
+    '\n', ''), ' ', '');
+  SET p_me = CONCAT('server:', @@server_uuid, ':', LEFT(@@hostname, 100), ':', @@port, ':',
+                    IF(LENGTH(v_pos) > 100, LEFT(SHA2(v_pos, 256), 32), v_pos)),
+      p_was = NULL;
+  */
+END//
+
+-- What the access step (90-access.sql, run by the administrator) spells
+-- differently: p_sql, the statement that makes p_role the default role of
+-- p_grantee (MariaDB: FOR, MySQL: TO); p_owner_sql, a grant the definer
+-- needs besides its own database's (MySQL: reading the replication
+-- channels of performance_schema, which MariaDB's global status shows to
+-- anyone; NULL when none); and p_api2, whether accounts of API 2 may exist
+-- here, which only lockrun on MariaDB made.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_grant(
+  IN p_role VARCHAR(200), IN p_grantee VARCHAR(400), OUT p_sql VARCHAR(700),
+  OUT p_owner_sql VARCHAR(700), OUT p_api2 TINYINT)
+  NO SQL SQL SECURITY DEFINER
+BEGIN
+  /*M!
+  SET p_sql = CONCAT('SET DEFAULT ROLE ', p_role, ' FOR ', p_grantee), p_owner_sql = NULL,
+      p_api2 = 1;
+  */
+  /*!80000
+  SET p_sql = CONCAT('SET DEFAULT ROLE ', p_role, ' TO ', p_grantee),
+      p_owner_sql = CONCAT('GRANT SELECT ON performance_schema.replication_applier_status ',
+                           'TO ''lockrun_owner''@''localhost'''),
+      p_api2 = 0;
+  */
+END//
+
+DELIMITER ;
