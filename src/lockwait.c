@@ -87,13 +87,22 @@ static enum bell doorbell(struct lr_request *lk, unsigned ms)
  * wake-up lock of the waiter right ahead, which that waiter's session holds
  * while it waits and gives up when it is granted or leaves (or dies). Got
  * it: let go of it at once (same statement), and never block on it again,
- * as a lock nobody holds would return at once. One round trip.
+ * as a lock nobody holds would return at once. MySQL rounds GET_LOCK's
+ * timeout to whole seconds: there it waits the whole seconds of ms, and
+ * naps instead when there are none. One round trip.
  */
 static void chain(struct lr_request *lk, unsigned ms)
 {
 	struct lr_sb sb;
 	MYSQL_ROW row;
 
+	if (lr_db_is_mysql(lk->db)) {
+		if (ms < 1000) {
+			lr_request_nap(lk, ms);
+			return;
+		}
+		ms -= ms % 1000;
+	}
 	lr_sb_init(&sb);
 	lr_sb_printf(&sb, "SELECT GET_LOCK('%s', %u.%03u), RELEASE_LOCK('%s')", lk->wait_for,
 	             ms / 1000, ms % 1000, lk->wait_for);

@@ -50,8 +50,9 @@ static bool send_take(struct lr_request *lk, bool wsrep)
  * Takes every named lock of the request on the main connection, without
  * waiting, all or none: one that is held elsewhere gives back those that
  * were taken. The same statement says whether the server is a Galera node,
- * and takes nothing there. One round trip (two on a server without the
- * wsrep_on variable, three when one lock is busy).
+ * and takes nothing there (not asked on MySQL, which has no Galera). One
+ * round trip (two on a server without the wsrep_on variable, three when
+ * one lock is busy).
  */
 enum lr_named lr_named_take(struct lr_request *lk)
 {
@@ -61,7 +62,7 @@ enum lr_named lr_named_take(struct lr_request *lk)
 
 	if (!lk->nnamed)
 		return LR_NAMED_OK;
-	if (!send_take(lk, true) &&
+	if (!send_take(lk, !lr_db_is_mysql(lk->db)) &&
 	    (lr_db_errno(lk->db) != ER_UNKNOWN_SYSTEM_VARIABLE || !send_take(lk, false))) {
 		lr_request_set_db_error(lk, lk->db);
 		return LR_NAMED_ERROR;

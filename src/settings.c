@@ -55,10 +55,13 @@ static enum lr_txn set_max_txn(lr_db *db, void *arg)
 
 	s->res = LR_SETTINGS_ERROR;
 	s->grant_until[0] = '\0';
-	if (!lr_db_query(db,
-	                 "SELECT value, IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), "
-	                 "value), @@log_bin AND NOT COALESCE(@@wsrep_on, 0) "
-	                 "FROM lr_settings WHERE name = 'max_ttl_ms' FOR UPDATE"))
+	/* MySQL has no wsrep_on (and no Galera). */
+	if (!lr_db_queryf(
+	        db,
+	        "SELECT value, IF(grant_until > UTC_TIMESTAMP(6), LEAST(value, grant_ms), "
+	        "value), @@log_bin AND NOT %s "
+	        "FROM lr_settings WHERE name = 'max_ttl_ms' FOR UPDATE",
+	        lr_db_is_mysql(db) ? "0" : "COALESCE(@@wsrep_on, 0)"))
 		return LR_TXN_DBERROR;
 	row = lr_db_fetch(db);
 	s->old_ms = row && row[0] ? strtoull(row[0], NULL, 10) : 0;

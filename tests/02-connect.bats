@@ -124,20 +124,21 @@ old_schema() {
 	sql "DROP USER 'lrnoexec'@'%'"
 }
 
-@test "a server that is not MariaDB 10.6 or newer: refused with its version, exit 69" {
+@test "a server older than MariaDB 10.6 or MySQL 8.4: refused with its version, exit 69" {
 	fake old
 	conf_with "port=$fake_port"
 	run "$LOCKRUN" -c "$conf" -s any -- true
 	assert_failure 69
-	assert_output "lockrun: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is not supported; lockrun needs MariaDB 10.6 or newer"
+	assert_output "lockrun: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is not supported; lockrun needs MariaDB 10.6 or newer, or MySQL 8.4 or newer"
 }
 
-@test "doctor on a server that is not MariaDB 10.6 or newer: a report that says so (FAIL, exit 1), not a connect error" {
+@test "doctor on a server older than MariaDB 10.6 or MySQL 8.4: a report that says so (FAIL, exit 1), not a connect error" {
 	fake old
 	conf_with "port=$fake_port"
 	run "$LOCKRUNCTL" -c "$conf" doctor
 	assert_failure 1
 	assert_line --regexp "^FAIL  server +5\.1\.73-fake is not supported: lockrun needs MariaDB 10\.6 or$"
+	assert_line --regexp "^ +later, or MySQL 8\.4 or later$"
 	assert_line --index -1 "1 problem, 0 warnings: lockrun would fail or be unsafe here"
 	run "$LOCKRUNCTL" -c "$conf" doctor --json
 	assert_failure 1
@@ -145,7 +146,7 @@ old_schema() {
 	# Other commands still refuse it before anything else.
 	run "$LOCKRUNCTL" -c "$conf" status
 	assert_failure 69
-	assert_output "lockrunctl: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is not supported; lockrun needs MariaDB 10.6 or newer"
+	assert_output "lockrunctl: cannot connect to 127.0.0.1:$fake_port: server version 5.1.73-fake is not supported; lockrun needs MariaDB 10.6 or newer, or MySQL 8.4 or newer"
 }
 
 @test "an oversized name is cut in lockrunctl's error as in lockrun's (64)" {

@@ -232,7 +232,7 @@ no_rows() {
 	run "$LOCKRUN" -x rtt -- true
 	assert_success
 	run lockrun_log
-	assert_output "$(printf '%s\t%s\n' Query 'SET SESSION log_slow_query = 0' \
+	assert_output "$(printf '%s\t%s\n' Query "$(quiet_stmt)" \
 		Prepare 'CALL lockrun_acquire' Execute 'CALL lockrun_acquire' \
 		Prepare 'CALL lockrun_release' Execute 'CALL lockrun_release' Quit '')"
 }
@@ -241,7 +241,7 @@ no_rows() {
 	log_on
 	"$LOCKRUN" -x prep -- sh -c "sleep 0.5; $(rec_cmd "$rec" A)"
 	run lockrun_log
-	assert_output "$(printf '%s\t%s\n' Query 'SET SESSION log_slow_query = 0' \
+	assert_output "$(printf '%s\t%s\n' Query "$(quiet_stmt)" \
 		Prepare 'CALL lockrun_acquire' Execute 'CALL lockrun_acquire' \
 		Prepare 'CALL lockrun_release' Execute 'CALL lockrun_release' Quit '')"
 	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status) FROM lr_grants")" "exited 0"
@@ -282,7 +282,7 @@ no_rows() {
 	echo "$output"
 	# Once per connection: its statements kept out of the slow log, and
 	# each CALL prepared (its arguments travel apart from its text).
-	assert_line --index 0 $'Query\tSET SESSION log_slow_query = 0'
+	assert_line --index 0 "$(printf 'Query\t%s' "$(quiet_stmt)")"
 	assert_line --index 1 $'Prepare\tCALL lockrun_acquire'
 	assert_line --index 2 $'Execute\tCALL lockrun_acquire'
 	assert_line --index $((${#lines[@]} - 2)) $'Execute\tCALL lockrun_release'

@@ -148,6 +148,16 @@ admin_conf_for() {
 @test "the migrations applied by hand with the mariadb client give what lockrunctl init gives" {
 	lr_admin_sql "$LR_DB" "DROP DATABASE IF EXISTS lr_hand; CREATE DATABASE lr_hand"
 	local f
+	if lr_server_is_mysql; then
+		# MySQL knows no ADD COLUMN IF NOT EXISTS: by hand the files
+		# fail there, as doc/production.md says; only init spells them.
+		lr_admin_sql "$LR_DB" - lr_hand <"$LR_SRC/sql/001-initial.sql"
+		run lr_admin_sql "$LR_DB" - lr_hand <"$LR_SRC/sql/002-procedures.sql"
+		assert_failure
+		assert_output --partial "ERROR 1064"
+		assert_output --partial "IF NOT EXISTS used"
+		return
+	fi
 	for f in "$LR_SRC"/sql/0*.sql "$LR_SRC"/sql/routines/*.sql; do
 		lr_admin_sql "$LR_DB" - lr_hand <"$f"
 	done

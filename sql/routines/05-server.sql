@@ -24,7 +24,9 @@ DELIMITER //
 -- `insert_id`, which would choose a grant's id. MariaDB resets insert_id
 -- with 0; MySQL takes a 0 as the id itself, and has no other way to unset
 -- it than the INSERT it is for, so a session that set it (a value other
--- than 0) is refused there, before anything is written.
+-- than 0) is refused there, before anything is written. One that set 0
+-- looks unset; its grant gets the id 0, which the routines refuse after
+-- the INSERT (its transaction is rolled back).
 -- p_what 1: p_replicating, how many replication channels apply another
 -- server's transactions here. MariaDB: global status Slaves_running (the
 -- connections whose SQL thread runs). MySQL: the channels of

@@ -133,6 +133,9 @@ proc: BEGIN
               LEFT(COALESCE(p_os_user, ''), 64), USER(), LEFT(COALESCE(p_command, ''), 1024), p_ttl_ms,
               1, v_now, v_now);
       SET v_gid = LAST_INSERT_ID();
+      IF v_gid = 0 THEN  -- MySQL: the caller set insert_id = 0 (05-server.sql)
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this session set insert_id, which would choose a grant''s id: call lockrun without it';
+      END IF;
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       VALUES (v_gid, v_name, v_kind, v_permits, v_fence);
       INSERT INTO lr_holds (resource, grant_id, permits, fence, expires_at)
@@ -441,6 +444,9 @@ BEGIN
             v_nitems, COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
             v_now, v_window, p_period);
     SET v_gid = LAST_INSERT_ID();
+    IF v_gid = 0 THEN  -- MySQL: the caller set insert_id = 0 (05-server.sql)
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this session set insert_id, which would choose a grant''s id: call lockrun without it';
+    END IF;
     DELETE FROM lr_waiters WHERE request_id = p_request;
   ELSEIF v_outcome = 'busy' AND p_enqueue AND v_unqueued > 0 THEN
     -- Queue: a ticket from every resource row (written, so enqueues
@@ -462,6 +468,9 @@ BEGIN
             COALESCE((SELECT MIN(w.since) FROM lr_waiters w WHERE w.request_id = p_request), v_now),
             v_now, v_now, 'skipped', v_window, p_period);
     SET v_gid = LAST_INSERT_ID();
+    IF v_gid = 0 THEN  -- MySQL: the caller set insert_id = 0 (05-server.sql)
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this session set insert_id, which would choose a grant''s id: call lockrun without it';
+    END IF;
     DELETE FROM lr_waiters WHERE request_id = p_request;
   END IF;
   SET v_done = 0;

@@ -181,6 +181,9 @@ proc: BEGIN
                              requested_at, acquired_at, queued_as)
       VALUES (v_lease, v_host, v_pid, v_os, COALESCE(v_dbu, ''), v_cmd, v_ttl, 1, v_since, v_now, v_req);
       SET v_gid = LAST_INSERT_ID();
+      IF v_gid = 0 THEN  -- MySQL: the caller set insert_id = 0 (05-server.sql)
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun: this session set insert_id, which would choose a grant''s id: call lockrun without it';
+      END IF;
       INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
       VALUES (v_gid, v_res, v_kind, v_permits, v_fence);
       -- Until claimed, the hold lives no longer than the place it replaces
