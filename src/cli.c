@@ -59,7 +59,7 @@ void lr_cli_usage(FILE *out)
 {
 	fputs(
 	    "Usage: lockrun [OPTIONS] LOCK... [--] COMMAND [ARG...]\n"
-	    "Run COMMAND while holding locks kept in a MariaDB database.\n"
+	    "Run COMMAND while holding locks kept in a MariaDB or MySQL database.\n"
 	    "\n"
 	    "Locks (any mix, taken all together or not at all):\n"
 	    "  -s, --semaphore NAME[:COUNT]  COUNT permits (default 1) of semaphore NAME\n"

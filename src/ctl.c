@@ -75,7 +75,7 @@ static const struct option longopts[] = {
 static void usage(FILE *out)
 {
 	fputs("Usage: lockrunctl [OPTIONS] COMMAND [ARGS]\n"
-	      "Administer the MariaDB database that lockrun keeps its locks in.\n"
+	      "Administer the MariaDB or MySQL database that lockrun keeps its locks in.\n"
 	      "\n"
 	      "Commands:\n"
 	      "  init                  create or upgrade the schema (needs DDL privileges)\n"

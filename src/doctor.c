@@ -334,10 +334,19 @@ static void check_read_only(struct doctor *d)
  * account reads in the process list: the leases and request ids lockrun
  * sends as parameters would be there for any of them to replay. The slow
  * log lockrun turns off for its own session; this one a session cannot.
+ * MySQL writes them into the text in every case (measured on 9.7, with
+ * the binary, general and slow logs all off): there only separate
+ * accounts keep the leases apart.
  */
 static void check_general_log(struct doctor *d)
 {
-	if (on(d->var[V_GENERAL_LOG]))
+	if (d->mysql)
+		say(d, "general_log", SEV_WARN,
+		    "MySQL shows every statement's parameters in the process list, so every "
+		    "session of lockrun's account can read the leases of the others and release "
+		    "or renew grants that are not theirs: give each host, and each application, "
+		    "its own account");
+	else if (on(d->var[V_GENERAL_LOG]))
 		say(d, "general_log", SEV_WARN,
 		    "general_log is ON: the server writes every statement's parameters into "
 		    "its text, so other sessions of lockrun's account can read leases in the "
@@ -510,10 +519,34 @@ static const char *const procedures[] = {"lockrun_acquire",    "lockrun_check", 
                                          "lockrun_renew",      "lockrun_settle", "lockrun_sleep"};
 #define NPROCS (sizeof(procedures) / sizeof(procedures[0]))
 
+/* On MySQL, whose information_schema does not show a routine to an
+ * account that may only execute it: the public procedures (bit i for
+ * procedures[i]) that SHOW GRANTS, which lists the active roles' grants
+ * too, lets the account execute. One round trip. */
+static unsigned procedures_granted(struct doctor *d)
+{
+	MYSQL_ROW row;
+	unsigned mask = 0;
+
+	if (!lr_db_query(d->db, "SHOW GRANTS"))
+		return 0;
+	while ((row = lr_db_fetch(d->db)))
+		for (size_t i = 0; row[0] && i < NPROCS; i++) {
+			char want[120];
+			snprintf(want, sizeof(want), "EXECUTE ON PROCEDURE `%s`.`%s` TO", d->dbname,
+			         procedures[i]);
+			if (strstr(row[0], want))
+				mask |= 1u << i;
+		}
+	return mask;
+}
+
 /* How many of the public procedures the account sees in
  * information_schema, which shows it only those it has a privilege on:
  * all of them when EXECUTE comes through a role (sql/grant.sql) or
- * routine grants rather than the database. One round trip. */
+ * routine grants rather than the database (on MariaDB; MySQL's shows them
+ * only to accounts that may do more: procedures_granted then). One round
+ * trip, two on MySQL. */
 static size_t procedures_visible(struct doctor *d)
 {
 	struct lr_sb sb;
@@ -530,6 +563,10 @@ static size_t procedures_visible(struct doctor *d)
 	if (lr_db_query(d->db, lr_sb_str(&sb)) && (row = lr_db_fetch(d->db)) && row[0])
 		n = (size_t)strtoul(row[0], NULL, 10);
 	lr_sb_finish(&sb);
+	if (d->mysql && n < NPROCS) {
+		size_t g = (size_t)__builtin_popcount(procedures_granted(d));
+		n = g > n ? g : n;
+	}
 	return n;
 }
 
@@ -625,25 +662,25 @@ static const char *const object_privs[] = {
 enum { A_GRANTEE, A_MORE, A_NGLOBAL, A_GLOBAL, A_NDB, A_DB, A_TABLES, A_TOTAL, A_TOTAL_MORE };
 
 /* One account's line: what it holds where, in GRANT's words. A role
- * ('name'@'') is marked as one. */
+ * ('name'@'') is marked as one (MySQL's roles look like accounts). All of
+ * the object privileges is ALL; MySQL has no DELETE HISTORY, the last. */
 static void say_account(struct doctor *d, MYSQL_ROW row)
 {
 	struct lr_sb sb;
 	const char *sep = "";
 	bool more = row[A_MORE] && strcmp(row[A_MORE], "0") != 0;
 	size_t len = strlen(row[A_GRANTEE]);
+	const unsigned long all = NOBJPRIVS - (d->mysql ? 1 : 0);
 
 	lr_sb_init(&sb);
 	if (row[A_GLOBAL]) {
 		lr_sb_printf(&sb, "%s on *.*",
-		             strtoul(row[A_NGLOBAL], NULL, 10) == NOBJPRIVS ? "ALL"
-		                                                            : row[A_GLOBAL]);
+		             strtoul(row[A_NGLOBAL], NULL, 10) == all ? "ALL" : row[A_GLOBAL]);
 		sep = "; ";
 	}
 	if (row[A_DB]) {
 		lr_sb_printf(&sb, "%s%s on %s.*", sep,
-		             strtoul(row[A_NDB], NULL, 10) == NOBJPRIVS ? "ALL" : row[A_DB],
-		             d->dbname);
+		             strtoul(row[A_NDB], NULL, 10) == all ? "ALL" : row[A_DB], d->dbname);
 		sep = "; ";
 	}
 	if (row[A_TABLES])
@@ -911,6 +948,8 @@ static void check_schema(struct doctor *d)
 			for (size_t i = 0; i < NPROCS; i++)
 				if (strcmp(row[0], procedures[i]) == 0)
 					mask |= 1u << i;
+		if (d->mysql)
+			mask |= procedures_granted(d);
 		for (size_t i = 0; i < NPROCS; i++) {
 			if (mask & (1u << i))
 				found++;

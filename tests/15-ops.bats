@@ -454,11 +454,11 @@ old_runs() {
 		requested_at, acquired_at, ended_at, end_reason, exit_status)
 		SELECT seq, LPAD(HEX(seq), 32, '0'), 'h', 1, 'u', 'd', 'c', 30000,
 		NOW(6) - INTERVAL $3 - INTERVAL 1 MINUTE, NOW(6) - INTERVAL $3 - INTERVAL 1 MINUTE,
-		NOW(6) - INTERVAL $3, 'exited', 0 FROM seq_$1_to_$2;
+		NOW(6) - INTERVAL $3, 'exited', 0 FROM $(seq_rows $1 $2) q;
 		INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
-		SELECT seq, 'ops-a', 'mutex', 1, seq FROM seq_$1_to_$2;
+		SELECT seq, 'ops-a', 'mutex', 1, seq FROM $(seq_rows $1 $2) q;
 		INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
-		SELECT seq, 'ops-b', 'semaphore', 2, seq FROM seq_$1_to_$2"
+		SELECT seq, 'ops-b', 'semaphore', 2, seq FROM $(seq_rows $1 $2) q"
 }
 
 @test "sweep deletes log rows past the retention in batches of 1000, keeps live and recent ones, and the 30-day audit" {

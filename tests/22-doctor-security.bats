@@ -71,7 +71,13 @@ drift() {
 	run findings accounts "$json"
 	assert_line --regexp "^info\|[0-9]+ accounts besides 'lockrun_owner'@'localhost' hold more than EXECUTE on this database: expected of administrators; .* create a temporary table named like one of them in its own session, which lockrun's routines called from that session then read and write instead$"
 	assert_line "info|'ds_tab'@'%': SELECT on lockrun.lr_holds, UPDATE on lockrun.lr_holds, SELECT on lockrun.lr_resources (some columns)"
-	assert_line "info|'ds_role'@'': INSERT on lockrun.* (a role: so does every account granted it)"
+	# MySQL's roles are accounts ('ds_role'@'%'), which doctor cannot tell
+	# from a locked user.
+	if lr_server_is_mysql; then
+		assert_line "info|'ds_role'@'%': INSERT on lockrun.*"
+	else
+		assert_line "info|'ds_role'@'': INSERT on lockrun.* (a role: so does every account granted it)"
+	fi
 	# The grant of API 2, EXECUTE on the whole database, reaches the
 	# internal routines: named too, with the way out.
 	assert_line "info|'ds_old'@'%': EXECUTE on lockrun.*, the grant before API 3, which reaches the internal routines too: give it the role lockrun_api instead (sql/grant.sql)"
@@ -172,7 +178,7 @@ drift() {
 
 @test "sweep repairs more than a batch of 1000, naming the first ten; doctor names ten and counts all" {
 	sql "INSERT INTO lr_resources (name, kind, capacity, used)
-		SELECT CONCAT('ds-', LPAD(seq, 4, '0')), 'mutex', 1, 1 FROM seq_1_to_1005"
+		SELECT CONCAT('ds-', LPAD(seq, 4, '0')), 'mutex', 1, 1 FROM $(seq_rows 1 1005) q"
 	run c --json doctor
 	assert_success
 	run findings used "$output"

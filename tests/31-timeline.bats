@@ -121,12 +121,12 @@ fact() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' <<<"$facts"; 
 	# by hand (runs would take minutes), within the last 5 minutes.
 	sql "INSERT INTO lr_grants (request_id, host, pid, os_user, db_user, command, ttl_ms,
 			requested_at, acquired_at, ended_at, end_reason, exit_status)
-		SELECT MD5(CONCAT('tl-cut', seq)), 'cut', seq, 'u', 'u@h', 'true', 30000,
+		SELECT LEFT(SHA2(CONCAT('tl-cut', seq), 256), 32), 'cut', seq, 'u', 'u@h', 'true', 30000,
 			UTC_TIMESTAMP(6) - INTERVAL (250000 - seq * 10) * 1000 MICROSECOND,
 			UTC_TIMESTAMP(6) - INTERVAL (250000 - seq * 10) * 1000 MICROSECOND,
 			UTC_TIMESTAMP(6) - INTERVAL (250000 - seq * 10 - 5) * 1000 MICROSECOND,
 			'exited', 0
-		  FROM seq_1_to_20005;
+		  FROM $(seq_rows 1 20005) q;
 		INSERT INTO lr_grant_items (grant_id, resource, kind, permits, fence)
 		SELECT id, IF(pid <= 20000, 'tl-cut-a', 'tl-cut-b'), 'mutex', 1, pid
 		  FROM lr_grants WHERE host = 'cut'"

@@ -19,14 +19,16 @@
 
 DELIMITER //
 
--- First the two settings of the caller's session that would reach the
--- definer's statements, reset (lr_enter says why): `timestamp`, and
--- `insert_id`, which would choose a grant's id. MariaDB resets insert_id
--- with 0; MySQL takes a 0 as the id itself, and has no other way to unset
--- it than the INSERT it is for, so a session that set it (a value other
--- than 0) is refused there, before anything is written. One that set 0
--- looks unset; its grant gets the id 0, which the routines refuse after
--- the INSERT (its transaction is rolled back).
+-- lr_enter's questions, in one CALL, as each routine a session calls
+-- costs it a load on first use and a call each time. First the two
+-- settings of the caller's session that would reach the definer's
+-- statements, reset (lr_enter says why): `timestamp`, and `insert_id`,
+-- which would choose a grant's id. MariaDB resets insert_id with 0; MySQL
+-- takes a 0 as the id itself, and has no other way to unset it than the
+-- INSERT it is for, so a session that set it (a value other than 0) is
+-- refused there, before anything is written. One that set 0 looks unset;
+-- its grant gets the id 0, which the routines refuse after the INSERT
+-- (its transaction is rolled back).
 -- p_what 1: p_replicating, how many replication channels apply another
 -- server's transactions here. MariaDB: global status Slaves_running (the
 -- connections whose SQL thread runs). MySQL: the channels of
@@ -39,13 +41,18 @@ DELIMITER //
 -- fails there inside a transaction (1568), and outside one sets the next
 -- transaction's access mode to READ WRITE, the default, which the callers
 -- that ask (writers, and lockrun_check under SERIALIZABLE) start anyway.
+-- p_what 4: Galera's causal reads: p_galera, whether this server is a
+-- Galera node (wsrep_on), p_sw the session's wsrep_sync_wait (NULL on a
+-- server without Galera), which is set to 3 (lr_enter says why; lr_leave
+-- puts it back through lr_server_sync). MySQL has no Galera: 0 and NULL.
 -- Cost: one read of global status or of performance_schema for 1.
--- Every API call calls it first, through lr_enter.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_state(
-  IN p_what TINYINT, OUT p_replicating BIGINT, OUT p_in_trx TINYINT)
+  IN p_what TINYINT, OUT p_replicating BIGINT, OUT p_in_trx TINYINT, OUT p_galera TINYINT,
+  OUT p_sw BIGINT)
   READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   /*M!
+  DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
   SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
   IF p_what & 1 THEN
     SELECT VARIABLE_VALUE INTO p_replicating FROM information_schema.GLOBAL_STATUS
@@ -53,6 +60,13 @@ BEGIN
   END IF;
   IF p_what & 2 THEN
     SET p_in_trx = @@in_transaction;
+  END IF;
+  IF p_what & 4 THEN
+    SET p_galera = IF(@@wsrep_on, 1, 0);
+    SET p_sw = @@session.wsrep_sync_wait;
+    IF p_sw IS NOT NULL THEN
+      SET SESSION wsrep_sync_wait = 3;
+    END IF;
   END IF;
   */
   /*!80000
@@ -79,6 +93,7 @@ BEGIN
       SET TRANSACTION READ WRITE;
     END;
   END IF;
+  SET p_galera = 0, p_sw = NULL;
   */
 END//
 
@@ -98,24 +113,17 @@ BEGIN
   */
 END//
 
--- Galera's causal reads (lr_enter, lr_leave): p_galera, whether this
--- server is a Galera node, p_was the session's wsrep_sync_wait (NULL on a
--- server without Galera), which is set to p_set unless that is NULL.
--- MySQL has no Galera: 0 and NULL.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_sync(
-  IN p_set BIGINT, OUT p_was BIGINT, OUT p_galera TINYINT)
+-- Puts the session's wsrep_sync_wait back to p_sw (lr_leave): only ever
+-- called with what lr_server_state read on a Galera node.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_sync(IN p_sw BIGINT)
   NO SQL SQL SECURITY DEFINER
 BEGIN
   /*M!
-  DECLARE CONTINUE HANDLER FOR 1193 SET p_was = NULL, p_galera = 0;
-  SET p_galera = IF(@@wsrep_on, 1, 0);
-  SET p_was = @@session.wsrep_sync_wait;
-  IF p_was IS NOT NULL AND p_set IS NOT NULL THEN
-    SET SESSION wsrep_sync_wait = p_set;
-  END IF;
+  DECLARE CONTINUE HANDLER FOR 1193 BEGIN END;
+  SET SESSION wsrep_sync_wait = p_sw;
   */
   /*!80000
-  SET p_was = NULL, p_galera = 0;
+  DO p_sw;
   */
 END//
 

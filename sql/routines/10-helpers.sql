@@ -40,10 +40,13 @@ DELIMITER //
 -- make live leases look expired, or a new raise of max_ttl_ms look old,
 -- so it is reset before the checks) and `insert_id` (it would choose a
 -- grant's id). p_galera: whether this server is a Galera node (wsrep_on).
--- One routine for all of it, because each routine a connection calls is
--- loaded and parsed on its first call (see doc/benchmarks.md). Cost: one
--- primary-key read with the ttl check, and a read of global status (0.1
--- to 0.3 ms) for a writer.
+-- What of this the servers spell differently (the resets, the replica and
+-- transaction questions, the causal reads, which are set first and put
+-- back by the handler below on a refusal) is one CALL of the seam,
+-- lr_server_state (05-server.sql). One routine for the rest, because each
+-- routine a connection calls is loaded and parsed on its first call (see
+-- doc/benchmarks.md). Cost: that CALL, one primary-key read with the ttl
+-- check, and a read of global status (0.1 to 0.3 ms) for a writer.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(
   IN p_proc VARCHAR(20), IN p_check TINYINT, IN p_request VARCHAR(4000), IN p_lease VARCHAR(4000),
   IN p_ttl_ms BIGINT, OUT p_sw BIGINT, OUT p_lwt BIGINT, OUT p_galera TINYINT)
@@ -52,7 +55,14 @@ BEGIN
   DECLARE v_max, v_slaves BIGINT;
   DECLARE v_in_trx TINYINT;
   DECLARE v_msg VARCHAR(300);
-  CALL lr_server_state(IF(p_check & 24, 1, 0) | IF(p_check & 8, 2, 0), v_slaves, v_in_trx);
+  -- A refusal below leaves the caller's wsrep_sync_wait as it was.
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL lr_leave(p_sw, NULL);
+    RESIGNAL;
+  END;
+  CALL lr_server_state(IF(p_check & 24, 1, 0) | IF(p_check & 8, 2, 0) | 4, v_slaves, v_in_trx,
+                       p_galera, p_sw);
   IF p_check & 24 THEN
     IF v_slaves > 0 THEN
       SET v_msg = CONCAT('lockrun writes nothing on a replica, writable or not: this server ',
@@ -82,19 +92,16 @@ BEGIN
   END IF;
   SET p_lwt = @@session.innodb_lock_wait_timeout;
   SET SESSION innodb_lock_wait_timeout = 2;
-  CALL lr_server_sync(3, p_sw, p_galera);
 END//
 
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_leave(IN p_sw BIGINT, IN p_lwt BIGINT)
   NO SQL SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_sw BIGINT;
-  DECLARE v_galera TINYINT;
   IF p_lwt IS NOT NULL THEN
     SET SESSION innodb_lock_wait_timeout = p_lwt;
   END IF;
   IF p_sw IS NOT NULL THEN
-    CALL lr_server_sync(p_sw, v_sw, v_galera);
+    CALL lr_server_sync(p_sw);
   END IF;
 END//
 

@@ -57,8 +57,8 @@ BEGIN
   DECLARE v_exp, v_min DATETIME(6);
   DECLARE v_fence, v_max BIGINT UNSIGNED;
   DECLARE v_iso VARCHAR(40) DEFAULT '';
-  DECLARE v_n, v_slaves BIGINT;
-  DECLARE v_in_trx TINYINT DEFAULT 0;
+  DECLARE v_n, v_slaves, v_s BIGINT;
+  DECLARE v_in_trx, v_g TINYINT DEFAULT 0;
   -- The hold rows' keys: all of the grant's, the resource is picked out
   -- below (a miss of (resource, grant id) would lock a gap), and no more
   -- rows than the grant made (v_n): a read past them would lock the gap
@@ -81,7 +81,7 @@ BEGIN
   IF v_iso = 'SERIALIZABLE' AND NOT @@autocommit THEN
     SET v_in_trx = 1;
   ELSEIF v_iso = 'SERIALIZABLE' THEN
-    CALL lr_server_state(2, v_slaves, v_in_trx);
+    CALL lr_server_state(2, v_slaves, v_in_trx, v_g, v_s);
   END IF;
   IF v_in_trx THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_check: not in a SERIALIZABLE transaction (its reads would lock lockrun''s rows until you commit)';

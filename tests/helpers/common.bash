@@ -31,6 +31,17 @@ sql() {
 	lr_admin_sql "$LR_DB" "$*" lockrun
 }
 
+# seq_rows FROM TO: a derived table of one column, seq, FROM to TO (at
+# most 100000 rows), for INSERT ... SELECT; MariaDB's seq_1_to_N tables are
+# not MySQL's. Use it as: ... FROM $(seq_rows 1 2500) q
+seq_rows() {
+	local d='(SELECT 0 n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL
+		SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL
+		SELECT 8 UNION ALL SELECT 9)'
+	echo "(SELECT seq FROM (SELECT $1 + a.n + 10 * b.n + 100 * c.n + 1000 * d.n
+		+ 10000 * e.n AS seq FROM $d a, $d b, $d c, $d d, $d e) s WHERE seq <= $2)"
+}
+
 # quiet_stmt: the statement lockrun's connections start with, which keeps
 # them out of the slow query log (src/db.c, quiet_session): MySQL has no
 # per-session switch, so a longest long_query_time stands for one there.

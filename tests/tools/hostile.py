@@ -98,6 +98,14 @@ class Res:
         return self.rows[0][col] if self.rows else None
 
 
+def in_trx(conn):
+    """1 if conn is inside a transaction, from the status flags of the
+    server's answer (SERVER_STATUS_IN_TRANS), which MariaDB and MySQL both
+    send; MySQL has no @@in_transaction."""
+    run(conn, "SELECT 1 AS t")
+    return 1 if conn.server_status & 1 else 0
+
+
 def run(conn, sql, args=None):
     """One statement (a CALL included) with every result set read."""
     cur = conn.cursor()
@@ -508,9 +516,9 @@ def cmd_txn():
             run(conn, start)
             if how == "begin-with-read":
                 run(conn, "SELECT COUNT(*) FROM information_schema.ROUTINES")
-            intx = run(conn, "SELECT @@in_transaction AS t").first("t")
+            intx = in_trx(conn)
             if intx != 1:
-                fail(name, f"set-up: @@in_transaction is {intx} after {start}")
+                fail(name, f"set-up: in transaction {intx} after {start}")
                 conn.close()
                 continue
 
@@ -580,7 +588,7 @@ def cmd_ac0(out, secs, other):
     call(side, "lockrun_acquire", "mutex:h-ac0-r", newid(), released, 30000, 0, "h", 1, "u", "24-hostile")
     r = call(conn, "lockrun_release", released, "exited", 0, None)
     note("release", r, lambda r: r.first("released"))
-    res["in_transaction"] = run(conn, "SELECT @@in_transaction AS t").first("t")
+    res["in_transaction"] = in_trx(conn)
     res.update(lease=lease, request=req, settled=settled, released=released)
     side.close()
     with open(out, "w") as f:
@@ -618,6 +626,12 @@ def cmd_session():
                        4294967295, "h-victim"][i % 6])
     run(conn, f"SET {sets}", values)
     uv_sql = "SELECT VARIABLE_NAME AS n, VARIABLE_VALUE AS v FROM information_schema.USER_VARIABLES ORDER BY 1"
+    if "MariaDB" not in conn.get_server_info():
+        # MySQL lists user variables only in performance_schema, which the
+        # account may not read: there the named ones are read one by one
+        # (a variable the routines made up is seen on MariaDB, whose
+        # routines are the same text).
+        uv_sql = " UNION ALL ".join(f"SELECT '{v}' AS n, CAST(@{v} AS CHAR) AS v" for v in allvars)
     uv0 = run(conn, uv_sql)
     if uv0.error:
         fail("session.user_variables", f"cannot read them: {uv0!r}")
@@ -713,7 +727,7 @@ def cmd_ac0paths():
         return f"h-a0p-{prefix}-{newid()[:8]}"
 
     def step(name, r, want=None):
-        intx = run(conn, "SELECT @@in_transaction AS t").first("t")
+        intx = in_trx(conn)
         why = []
         if r.error:
             why.append(f"error {r.errno} {r.msg!r}")
@@ -798,7 +812,7 @@ def cmd_ac0paths():
     lk = newid()
     call(conn, "lockrun_acquire", f"mutex:{uniq('k')}", newid(), lk, 30000, 0, *A)
     r = call(conn, "lockrun_check", lk, None)
-    intx = run(conn, "SELECT @@in_transaction AS t").first("t")
+    intx = in_trx(conn)
     run(conn, "COMMIT")
     r2 = call(conn, "lockrun_renew", lk, 30000)
     if r.error or r.first("live") != 1 or intx != 1 or r2.error:
@@ -1001,7 +1015,16 @@ ONCE = "SERIALIZABLE ONCE"
 
 def trx_record_locks(adm, conn_id):
     """The RECORD LOCKS lines of connection conn_id's transaction in SHOW
-    ENGINE INNODB STATUS (innodb_status_output_locks must be on)."""
+    ENGINE INNODB STATUS (innodb_status_output_locks must be on). MySQL
+    lists a read-only transaction's locks only in performance_schema:
+    there, one line per record lock, in the same words."""
+    if "MariaDB" not in adm.get_server_info():
+        rows = run(adm, """SELECT l.INDEX_NAME AS i, l.OBJECT_NAME AS t, l.LOCK_MODE AS m
+            FROM performance_schema.data_locks l JOIN performance_schema.threads th
+              ON th.THREAD_ID = l.THREAD_ID
+            WHERE th.PROCESSLIST_ID = %s AND l.LOCK_TYPE = 'RECORD'""", (conn_id,)).rows
+        return [f"RECORD LOCKS index {r['i']} of table {r['t']} lock mode {r['m']}"
+                + (" locks rec but not gap" if "REC_NOT_GAP" in r["m"] else "") for r in rows]
     status = run(adm, "SHOW ENGINE INNODB STATUS").rows[0]["Status"]
     for trx in status.split("---TRANSACTION")[1:]:
         if re.search(rf"(MySQL|MariaDB) thread id {conn_id},", trx):

@@ -11,7 +11,8 @@ It prints one JSON object: how many
 lockrun statements it saw, the ids it found, and every replay that acted
 (released or renewed a hold, or left a queue).
 
-Usage: spy.py CONFIG SECONDS   (CONFIG: lockrun.conf of the account)
+Usage: spy.py CONFIG SECONDS [--no-replay]   (CONFIG: lockrun.conf of the
+account; --no-replay: only look)
 """
 
 import configparser
@@ -58,6 +59,7 @@ def replay(conn, ids):
 
 def main():
     conf, seconds = sys.argv[1], float(sys.argv[2])
+    look_only = "--no-replay" in sys.argv[3:]
     conn, other = connect(conf), connect(conf)
     cur = conn.cursor()
     seen, texts, ids, acted = 0, set(), set(), []
@@ -71,7 +73,8 @@ def main():
             texts.add(info)
             new = set(HEX32.findall(info)) - ids
             ids.update(new)
-            acted += replay(other, new)
+            if not look_only:
+                acted += replay(other, new)
     print(json.dumps({"seen": seen, "texts": sorted(texts)[:20], "ids": sorted(ids),
                       "acted": acted}))
 
