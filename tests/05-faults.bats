@@ -235,7 +235,7 @@ ms_since() {
 
 @test "a ttl above 71 minutes is a lease of that length (no 32-bit overflow)" {
 	# Leases are at most 5 minutes unless the database allows more.
-	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q max-ttl 1d
+	max_ttl_at_once 1d
 	"$LOCKRUN" --ttl 4300 -x longttl -- sleep 2 3>&- &
 	lr_wait_eq 1 holds longttl
 	local left

@@ -221,7 +221,7 @@ ms_since() {
 	local holder=$!
 	bg_pids="$holder"
 	lr_wait_eq 1 holds wdie
-	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q max-ttl 1d
+	max_ttl_at_once 1d
 	"$LOCKRUN" --ttl 86400 -x wdie -- true 3>&- 2>/dev/null &
 	local w=$!
 	bg_pids+=" $w"

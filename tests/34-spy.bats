@@ -133,10 +133,10 @@ print("seen", d["seen"] > 0, "ids", d["ids"], "acted", d["acted"])' "$spy"
 	local spy_pid=$!
 	sleep 0.5
 	# A waiter's acquire runs while the holder holds: its text is there.
-	"$LOCKRUN" --ttl 3s -x spy-my -- sh -c 'echo "$LOCKRUN_LEASE" >"$1"; sleep 2' sh \
+	"$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-my -- sh -c 'echo "$LOCKRUN_LEASE" >"$1"; sleep 2' sh \
 		"$BATS_TEST_TMPDIR/lease" 3>&- &
 	local holder=$!
-	run "$LOCKRUN" --ttl 3s -w 10 -x spy-my -- true
+	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -w 10 -x spy-my -- true
 	assert_success
 	wait "$holder"
 	wait "$spy_pid"

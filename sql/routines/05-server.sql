@@ -42,9 +42,10 @@ DELIMITER //
 -- transaction's access mode to READ WRITE, the default, which the callers
 -- that ask (writers, and lockrun_check under SERIALIZABLE) start anyway.
 -- p_what 4: Galera's causal reads: p_galera, whether this server is a
--- Galera node (wsrep_on), p_sw the session's wsrep_sync_wait (NULL on a
--- server without Galera), which is set to 3 (lr_enter says why; lr_leave
--- puts it back through lr_server_sync). MySQL has no Galera: 0 and NULL.
+-- Galera node (wsrep_on), p_sw the session's wsrep_sync_wait (NULL
+-- elsewhere, so that nothing is set or put back there), which is set to 3
+-- (lr_enter says why; lr_leave puts it back through lr_server_sync).
+-- MySQL has no Galera: 0 and NULL.
 -- Cost: one read of global status or of performance_schema for 1.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_state(
   IN p_what TINYINT, OUT p_replicating BIGINT, OUT p_in_trx TINYINT, OUT p_galera TINYINT,
@@ -63,7 +64,7 @@ BEGIN
   END IF;
   IF p_what & 4 THEN
     SET p_galera = IF(@@wsrep_on, 1, 0);
-    SET p_sw = @@session.wsrep_sync_wait;
+    SET p_sw = IF(p_galera, @@session.wsrep_sync_wait, NULL);
     IF p_sw IS NOT NULL THEN
       SET SESSION wsrep_sync_wait = 3;
     END IF;
