@@ -3,8 +3,7 @@
 -- They live in the files of sql/routines/ (installed as
 -- share/lockrun/sql/routines/), one per concern, numbered in the order
 -- they are applied:
---   00-start.sql          this file: routines of earlier versions
---                         dropped, and the start of lr_fresh's minute
+--   00-start.sql          this file: the start of lr_fresh's minute
 --   05-server.sql         lr_server_*: the seam between MariaDB and
 --                         MySQL, all that the servers spell differently
 --   10-helpers.sql        lr_enter, lr_leave, lr_lock_name, lr_epoch,
@@ -23,7 +22,8 @@
 --   80-once.sql           lr_once_items: once-per windows
 --   90-access.sql         the role that may execute the public procedures
 --                         (lr_setup_access, run once and dropped)
---   95-recount.sql        every resource's `used` made exact once
+--   95-recount.sql        every resource's `used` made exact once, and
+--                         the routines of earlier versions dropped
 -- The servers resolve a CALL when it runs, so the routines may come in any
 -- order; what runs while the files are applied fixes it: this file
 -- first, the access step once every routine it grants or calls exists,
@@ -74,17 +74,6 @@
 -- The sweep grace (5 s, src/lease.h LR_SWEEP_GRACE_MS) is spelled out in the
 -- routines as INTERVAL 5000000 MICROSECOND. Queue places live 10 s unless
 -- renewed.
-
--- Routines of earlier versions that no longer exist.
-DROP PROCEDURE IF EXISTS lr_req_open;
-DROP PROCEDURE IF EXISTS lr_no_transaction;
-DROP PROCEDURE IF EXISTS lr_check_id;
-DROP PROCEDURE IF EXISTS lr_check_ttl;
-DROP FUNCTION IF EXISTS lr_bell;
-DROP FUNCTION IF EXISTS lr_galera;
-DROP FUNCTION IF EXISTS lr_ready;
-DROP FUNCTION IF EXISTS lr_node;
-DROP FUNCTION IF EXISTS lr_ahead;
 
 -- From here until a minute after the last statement, and for as long as
 -- the triggers of lockrun 0.1 on lr_holds exist, the routines count
