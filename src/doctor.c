@@ -121,8 +121,7 @@ static void check_server(struct doctor *d)
 	else
 		say(d, "server", SEV_WARN,
 		    "MySQL %s (%s): lockrun's SQL is written for MySQL 8.4 and later, but is "
-		    "tested "
-		    "on MySQL 9.7 only",
+		    "tested on MySQL 9.7 only",
 		    v, comment);
 }
 
@@ -541,33 +540,29 @@ static unsigned procedures_granted(struct doctor *d)
 	return mask;
 }
 
-/* How many of the public procedures the account sees in
+/* The public procedures the account sees (bit i for procedures[i]) in
  * information_schema, which shows it only those it has a privilege on:
  * all of them when EXECUTE comes through a role (sql/grant.sql) or
- * routine grants rather than the database (on MariaDB; MySQL's shows them
- * only to accounts that may do more: procedures_granted then). One round
- * trip, two on MySQL. */
-static size_t procedures_visible(struct doctor *d)
+ * routine grants rather than the database. MySQL's shows them only to
+ * accounts that may do more: there SHOW GRANTS completes the answer
+ * (procedures_granted). False, with the error set, when information_schema
+ * cannot be read. One round trip, two on MySQL. */
+static bool procedures_seen(struct doctor *d, unsigned *mask)
 {
-	struct lr_sb sb;
 	MYSQL_ROW row;
-	size_t n = 0;
 
-	lr_sb_init(&sb);
-	lr_sb_puts(&sb, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE "
-	                "ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' "
-	                "AND ROUTINE_NAME IN (");
-	for (size_t i = 0; i < NPROCS; i++)
-		lr_sb_printf(&sb, "%s'%s'", i ? ", " : "", procedures[i]);
-	lr_sb_puts(&sb, ")");
-	if (lr_db_query(d->db, lr_sb_str(&sb)) && (row = lr_db_fetch(d->db)) && row[0])
-		n = (size_t)strtoul(row[0], NULL, 10);
-	lr_sb_finish(&sb);
-	if (d->mysql && n < NPROCS) {
-		size_t g = (size_t)__builtin_popcount(procedures_granted(d));
-		n = g > n ? g : n;
-	}
-	return n;
+	*mask = 0;
+	if (!lr_db_query(d->db, "SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE "
+	                        "ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' "
+	                        "AND ROUTINE_NAME LIKE 'lockrun\\_%'"))
+		return false;
+	while ((row = lr_db_fetch(d->db)))
+		for (size_t i = 0; row[0] && i < NPROCS; i++)
+			if (strcmp(row[0], procedures[i]) == 0)
+				*mask |= 1u << i;
+	if (d->mysql && *mask != (1u << NPROCS) - 1)
+		*mask |= procedures_granted(d);
+	return true;
 }
 
 /* The names of the bits of `want` missing from `have`, comma-separated. */
@@ -600,7 +595,7 @@ static const char *missing(unsigned have, unsigned want, char *buf, size_t len)
  */
 static void check_privileges(struct doctor *d)
 {
-	unsigned have = 0;
+	unsigned have = 0, seen;
 	char m1[256], m2[256], m3[256];
 	MYSQL_ROW row;
 	bool by_routine = false;
@@ -625,7 +620,7 @@ static void check_privileges(struct doctor *d)
 				have |= privs[i].bit;
 	if (have & P_SUPER)
 		have |= P_SET_USER;
-	if (!(have & P_EXECUTE) && procedures_visible(d) == NPROCS) {
+	if (!(have & P_EXECUTE) && procedures_seen(d, &seen) && seen == (1u << NPROCS) - 1) {
 		have |= P_EXECUTE;
 		by_routine = true;
 	}
@@ -903,7 +898,7 @@ static void check_routines(struct doctor *d)
  */
 static void check_schema(struct doctor *d)
 {
-	unsigned latest = lr_migrations[lr_migrations_count - 1].version, have = 0;
+	unsigned latest = lr_migrations[lr_migrations_count - 1].version, have = 0, mask;
 	MYSQL_ROW row;
 	char absent[256] = "";
 	size_t found = 0, used = 0;
@@ -936,29 +931,17 @@ static void check_schema(struct doctor *d)
 	} else {
 		say(d, "schema", SEV_WARN, "cannot read lr_schema: %s", lr_db_error(d->db));
 	}
-	if (!lr_db_query(d->db, "SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE "
-	                        "ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' "
-	                        "AND ROUTINE_NAME LIKE 'lockrun\\_%'")) {
+	if (!procedures_seen(d, &mask)) {
 		say(d, "procedures", SEV_WARN, "cannot list them: %s", lr_db_error(d->db));
 		return;
 	}
-	{
-		unsigned mask = 0;
-		while ((row = lr_db_fetch(d->db)))
-			for (size_t i = 0; i < NPROCS; i++)
-				if (strcmp(row[0], procedures[i]) == 0)
-					mask |= 1u << i;
-		if (d->mysql)
-			mask |= procedures_granted(d);
-		for (size_t i = 0; i < NPROCS; i++) {
-			if (mask & (1u << i))
-				found++;
-			else
-				used += (size_t)snprintf(
-				    absent + used,
-				    used < sizeof(absent) ? sizeof(absent) - used : 0, "%s%s",
-				    used ? ", " : "", procedures[i]);
-		}
+	for (size_t i = 0; i < NPROCS; i++) {
+		if (mask & (1u << i))
+			found++;
+		else
+			used += (size_t)snprintf(absent + used,
+			                         used < sizeof(absent) ? sizeof(absent) - used : 0,
+			                         "%s%s", used ? ", " : "", procedures[i]);
 	}
 	if (found < NPROCS) {
 		say(d, "procedures", SEV_FAIL, "missing (or not executable by this account): %s",

@@ -115,16 +115,14 @@ BEGIN
 END//
 
 -- Puts the session's wsrep_sync_wait back to p_sw (lr_leave): only ever
--- called with what lr_server_state read on a Galera node.
+-- called with what lr_server_state read on a Galera node, so never on
+-- MySQL, where the body is empty.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_sync(IN p_sw BIGINT)
   NO SQL SQL SECURITY DEFINER
 BEGIN
   /*M!
   DECLARE CONTINUE HANDLER FOR 1193 BEGIN END;
   SET SESSION wsrep_sync_wait = p_sw;
-  */
-  /*!80000
-  DO p_sw;
   */
 END//
 
