@@ -1,10 +1,25 @@
 # shellcheck shell=bash
 #
-# A throwaway MariaDB primary and replica (asynchronous GTID replication) on
-# this machine, for tests/run-replication and tests/replication/*.bats. Built
+# A throwaway primary and replica (asynchronous GTID replication) on this
+# machine, for tests/run-replication and tests/replication/*.bats: MariaDB,
+# or MySQL when server.bash runs MySQL's server (lr_server_is_mysql). Built
 # on server.bash: each node is an ordinary instance directory, so its
 # functions work per node. Every function here works on the pair in
 # $LR_REPL (tests/run-replication exports it).
+#
+# The two servers spell replication differently; each function here speaks
+# the spelling of the server it runs against, and the tests use the
+# functions, not the statements:
+#
+#   what                  MariaDB                         MySQL
+#   replicate from        CHANGE MASTER TO ...            CHANGE REPLICATION SOURCE TO
+#                         MASTER_USE_GTID = slave_pos     ... SOURCE_AUTO_POSITION = 1
+#                         or current_pos
+#   a replica's status    SHOW SLAVE STATUS, Slave_*,     SHOW REPLICA STATUS, Replica_*,
+#                         Master_*                        Source_* (repl_slave_field maps)
+#   what a node has       @@gtid_binlog_pos               @@gtid_executed (repl_gtids)
+#   semi-sync             built in, *_master_*/*_slave_*  plugins semisync_source and
+#                                                         semisync_replica, *_source_*/*_replica_*
 #
 #   LR_REPL/n1 LR_REPL/n2   the nodes' instance dirs (see server.bash)
 #   LR_REPL/snap/n1, n2     their data dirs right after set-up (repl_reset)
@@ -36,7 +51,8 @@ if ! declare -F lr_server_start >/dev/null; then
 fi
 
 # Nothing beyond the server and its client: semi-synchronous replication is
-# built into MariaDB 10.11 (no plugin to install).
+# built into MariaDB 10.11 (no plugin to install); MySQL's root has its
+# plugins.
 # shellcheck disable=SC2034 # used by tests/run-replication
 LR_REPL_PACKAGES=(mariadb-server mariadb-client)
 
@@ -66,6 +82,9 @@ repl_port() {
 
 repl_running() { lr_server_running "$(repl_node "$1")"; }
 
+# True when the nodes are MySQL's servers (see the table above).
+_repl_mysql() { lr_server_is_mysql; }
+
 # The admin client for node N over its socket, bounded in time: a dead or
 # frozen node must not hang the caller.
 _repl_client() {
@@ -86,16 +105,73 @@ repl_sql() {
 }
 
 # repl_slave_field N FIELD: one field of node N's SHOW SLAVE STATUS, e.g.
-# Slave_SQL_Running; nothing if node N replicates from nobody.
+# Slave_SQL_Running; nothing if node N replicates from nobody. On MySQL,
+# the same field of SHOW REPLICA STATUS: Slave_ and Master_ in FIELD are
+# read as Replica_ and Source_ there.
 repl_slave_field() {
-	_repl_client "$1" -E -e "SHOW SLAVE STATUS" 2>/dev/null |
-		awk -v f="$2" '{ k = $1; sub(/:$/, "", k) } k == f { sub(/^[^:]*: ?/, ""); print; exit }'
+	local stmt="SHOW SLAVE STATUS" f=$2
+	if _repl_mysql; then
+		stmt="SHOW REPLICA STATUS"
+		f=${f/Slave_/Replica_}
+		f=${f/Master_/Source_}
+	fi
+	_repl_client "$1" -E -e "$stmt" 2>/dev/null |
+		awk -v f="$f" '{ k = $1; sub(/:$/, "", k) } k == f { sub(/^[^:]*: ?/, ""); print; exit }'
 }
 
-# repl_status N NAME: a global status variable of node N.
+# repl_status N NAME: a global status variable of node N. On MySQL, the
+# semi-sync names' master and slave are read as source and replica.
 repl_status() {
-	repl_sql "$1" "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
-		WHERE VARIABLE_NAME = '$2'"
+	local name=$2 from=information_schema.GLOBAL_STATUS
+	if _repl_mysql; then
+		from=performance_schema.global_status
+		name=${name/_master_/_source_}
+		name=${name/_slave_/_replica_}
+	fi
+	repl_sql "$1" "SELECT VARIABLE_VALUE FROM $from WHERE VARIABLE_NAME = '$name'"
+}
+
+# repl_gtids N: the GTIDs node N has, applied or written, in one line:
+# @@gtid_binlog_pos on MariaDB (the newest per domain and server),
+# @@gtid_executed on MySQL (every one, as intervals).
+repl_gtids() {
+	if _repl_mysql; then
+		repl_sql "$1" "SELECT REPLACE(@@GLOBAL.gtid_executed, '\\n', '')"
+	else
+		repl_sql "$1" "SELECT @@GLOBAL.gtid_binlog_pos"
+	fi
+}
+
+# repl_written N: what node N wrote itself, as a replica would have to
+# apply it: its gtid_binlog_pos on MariaDB (which, with log_slave_updates,
+# moves with what it applies too), on MySQL the GTIDs of its own
+# server_uuid. Unchanged over a step, the node wrote nothing in it.
+repl_written() {
+	if _repl_mysql; then
+		repl_sql "$1" "SELECT COALESCE(REGEXP_SUBSTR(REPLACE(@@GLOBAL.gtid_executed, '\\n', ''),
+			CONCAT(@@server_uuid, '[^,]*')), '')"
+	else
+		repl_sql "$1" "SELECT @@GLOBAL.gtid_binlog_pos"
+	fi
+}
+
+# repl_has_gtids N SET: true if node N has every GTID of SET (one of
+# repl_gtids' lines), applied or, with RECEIVED, at least received into its
+# relay log.
+repl_has_gtids() {
+	local n=$1 want=$2 received=${3:-} have
+	if _repl_mysql; then
+		have="REPLACE(@@GLOBAL.gtid_executed, '\\n', '')"
+		[[ -n $received ]] &&
+			have="CONCAT($have, ',', '$(repl_slave_field "$n" Retrieved_Gtid_Set | tr -d '\n')')"
+		[[ $(repl_sql "$n" "SELECT GTID_SUBSET('$want', $have)" 2>/dev/null) == 1 ]]
+	elif [[ -n $received ]]; then
+		[[ $(repl_slave_field "$n" Gtid_IO_Pos) == "$want" ]]
+	else
+		have=$(repl_sql "$n" "SELECT @@GLOBAL.gtid_slave_pos, @@GLOBAL.gtid_current_pos" 2>/dev/null) ||
+			return 1
+		[[ $have == "$want	"* || $have == *"	$want" ]]
+	fi
 }
 
 # The mariadbd arguments of node N (after server.bash's own, so these win),
@@ -109,13 +185,29 @@ _repl_args() {
 		--server-id="1$n" \
 		--log-bin=binlog \
 		--relay-log=relay-bin \
-		--binlog-format=ROW \
-		--log-slave-updates=ON \
-		--gtid-strict-mode=ON \
-		--rpl-semi-sync-master-enabled=OFF \
-		--rpl-semi-sync-slave-enabled=OFF \
-		--slave-net-timeout=10 \
 		--tmpdir="$(repl_node "$n")"
+	if _repl_mysql; then
+		# GTIDs are off by default there; row-based logging and
+		# log_replica_updates are the defaults already. The semi-sync
+		# plugins are loaded, switched off.
+		printf '%s\n' \
+			--gtid-mode=ON \
+			--enforce-gtid-consistency=ON \
+			--log-replica-updates=ON \
+			--plugin-load-add=semisync_source.so \
+			--plugin-load-add=semisync_replica.so \
+			--rpl-semi-sync-source-enabled=OFF \
+			--rpl-semi-sync-replica-enabled=OFF \
+			--replica-net-timeout=10
+	else
+		printf '%s\n' \
+			--binlog-format=ROW \
+			--log-slave-updates=ON \
+			--gtid-strict-mode=ON \
+			--rpl-semi-sync-master-enabled=OFF \
+			--rpl-semi-sync-slave-enabled=OFF \
+			--slave-net-timeout=10
+	fi
 	# slave_net_timeout 10 (default 60): a replica notices a frozen primary
 	# (SIGSTOP) within 10 s; a killed one it notices at once anyway.
 	# tmpdir per node: two servers sharing /tmp once clashed on
@@ -157,16 +249,26 @@ _repl_node_start_as_set_up() {
 # written itself: what an old primary needs to follow the new one. Waits
 # until both replication threads run, or fails with the replica's errors.
 # MASTER_CONNECT_RETRY 1 (default 60): a replica whose primary was down
-# reconnects within a second of its return.
+# reconnects within a second of its return. MySQL has one mode for both,
+# SOURCE_AUTO_POSITION: the replica sends every GTID it has, and gets the
+# rest. Its replication account authenticates with caching_sha2_password,
+# which over a connection without TLS needs the source's public key.
 repl_make_replica() {
 	local n=$1 mode=${2:-slave_pos} src i io sql
 	src=$((3 - n))
 	_repl_env
-	repl_sql "$n" "CHANGE MASTER TO MASTER_HOST = '$(repl_addr "$src")',
+	local stmt
+	stmt="CHANGE MASTER TO MASTER_HOST = '$(repl_addr "$src")',
 		MASTER_PORT = $REPL_SQL_PORT, MASTER_USER = 'repl',
 		MASTER_PASSWORD = '$REPL_PASSWORD', MASTER_USE_GTID = $mode,
 		MASTER_CONNECT_RETRY = 1;
-		START SLAVE" || return 1
+		START SLAVE"
+	_repl_mysql && stmt="CHANGE REPLICATION SOURCE TO SOURCE_HOST = '$(repl_addr "$src")',
+		SOURCE_PORT = $REPL_SQL_PORT, SOURCE_USER = 'repl',
+		SOURCE_PASSWORD = '$REPL_PASSWORD', SOURCE_AUTO_POSITION = 1,
+		SOURCE_CONNECT_RETRY = 1, GET_SOURCE_PUBLIC_KEY = 1;
+		START REPLICA"
+	repl_sql "$n" "$stmt" || return 1
 	for ((i = 0; i < 150; i++)); do
 		io=$(repl_slave_field "$n" Slave_IO_Running)
 		sql=$(repl_slave_field "$n" Slave_SQL_Running)
@@ -189,16 +291,13 @@ repl_make_replica() {
 # gtid_binlog_pos. An old primary that follows the new one after a
 # switchover has applied nothing yet, and its gtid_slave_pos says nothing
 # about what it has; its gtid_current_pos (its own binlog, for a domain
-# whose newest GTID it wrote itself) does, so that counts too.
+# whose newest GTID it wrote itself) does, so that counts too. On MySQL:
+# the primary's gtid_executed is a subset of the replica's.
 repl_caught_up() {
-	local p r want have
-	p=$(repl_primary)
-	r=$(repl_replica)
-	want=$(repl_sql "$p" "SELECT @@GLOBAL.gtid_binlog_pos" 2>/dev/null) || return 1
+	local want
+	want=$(repl_gtids "$(repl_primary)" 2>/dev/null) || return 1
 	[[ -n $want ]] || return 1
-	have=$(repl_sql "$r" "SELECT @@GLOBAL.gtid_slave_pos, @@GLOBAL.gtid_current_pos" 2>/dev/null) ||
-		return 1
-	[[ $have == "$want	"* || $have == *"	$want" ]]
+	repl_has_gtids "$(repl_replica)" "$want"
 }
 
 # repl_wait_caught_up [SECONDS]: wait until repl_caught_up; default 30 s.
@@ -212,9 +311,7 @@ repl_wait_caught_up() {
 	p=$(repl_primary)
 	r=$(repl_replica)
 	_repl_say "node $r has not caught up with node $p after ${secs}s:" \
-		"primary gtid_binlog_pos '$(repl_sql "$p" "SELECT @@gtid_binlog_pos" 2>&1)'," \
-		"replica gtid_slave_pos, gtid_current_pos '$(repl_sql "$r" \
-			"SELECT @@gtid_slave_pos, @@gtid_current_pos" 2>&1 | tr '\t' ' ')'"
+		"primary has '$(repl_gtids "$p" 2>&1)', replica has '$(repl_gtids "$r" 2>&1)'"
 	_repl_say "replica: IO thread '$(repl_slave_field "$r" Slave_IO_Running)'," \
 		"SQL thread '$(repl_slave_field "$r" Slave_SQL_Running)'," \
 		"IO error '$(repl_slave_field "$r" Last_IO_Error)'," \
@@ -226,8 +323,13 @@ repl_wait_caught_up() {
 # thread. Stopped, the replica still receives the primary's binlog into its
 # relay log but applies none of it: it lags, and a promotion (which throws
 # the relay log away) loses what it had not applied.
-repl_stop_applier() { repl_sql "$(repl_replica)" "STOP SLAVE SQL_THREAD"; }
-repl_start_applier() { repl_sql "$(repl_replica)" "START SLAVE SQL_THREAD"; }
+repl_stop_applier() { repl_sql "$(repl_replica)" "STOP $(_repl_slave) SQL_THREAD"; }
+repl_start_applier() { repl_sql "$(repl_replica)" "START $(_repl_slave) SQL_THREAD"; }
+
+# The word for a replica in STOP/START/RESET: SLAVE (MariaDB 10.11 knows
+# REPLICA too, but not in every statement), REPLICA (MySQL 8.4 and later
+# have dropped SLAVE).
+_repl_slave() { if _repl_mysql; then echo REPLICA; else echo SLAVE; fi; }
 
 # repl_kill_primary: crash the primary (SIGKILL) and wait until it is gone.
 # It stays the primary (repl_primary) until repl_promote.
@@ -242,8 +344,15 @@ repl_kill_primary() {
 repl_promote() {
 	local r
 	r=$(repl_replica)
-	repl_sql "$r" "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF" || return 1
+	repl_sql "$r" "STOP $(_repl_slave); RESET $(_repl_slave) ALL; SET GLOBAL read_only = OFF" ||
+		return 1
 	echo "$r" >"$LR_REPL/primary"
+}
+
+# repl_detach N: node N replicates from nobody any more, read-only: what
+# is left of an old primary that cannot follow the new one.
+repl_detach() {
+	repl_sql "$1" "STOP $(_repl_slave); RESET $(_repl_slave) ALL; SET GLOBAL read_only = ON"
 }
 
 # repl_switchover: a planned change of primary, nothing lost: the primary
@@ -277,7 +386,8 @@ repl_restart_old_primary_read_only() {
 }
 
 # repl_semisync_on / repl_semisync_off: semi-synchronous replication from
-# the primary to the replica (MariaDB 10.11 has it built in). The replica's
+# the primary to the replica (MariaDB 10.11 has it built in; MySQL's nodes
+# load its plugins, _repl_args). The replica's
 # IO thread must reconnect to announce itself as semi-sync. On, it checks
 # that the primary really waits for the replica's acknowledgements:
 # Rpl_semi_sync_master_status ON with one semi-sync client. (A commit then
@@ -285,27 +395,32 @@ repl_restart_old_primary_read_only() {
 # the primary falls back to asynchronous; rpl_semi_sync_master_wait_point
 # is AFTER_COMMIT unless a test sets AFTER_SYNC.)
 repl_semisync_on() {
-	local p r i st=
+	_repl_semisync ON
+}
+
+repl_semisync_off() {
+	_repl_semisync OFF
+}
+
+# _repl_semisync ON|OFF: both nodes' semi-sync variables, by the names of
+# their server, and the replica's IO thread reconnected; ON waits as above.
+_repl_semisync() {
+	local on=$1 p r i st='' src=master rep=slave
 	p=$(repl_primary)
 	r=$(repl_replica)
-	repl_sql "$p" "SET GLOBAL rpl_semi_sync_master_enabled = ON" || return 1
-	repl_sql "$r" "SET GLOBAL rpl_semi_sync_slave_enabled = ON;
-		STOP SLAVE IO_THREAD; START SLAVE IO_THREAD" || return 1
+	_repl_mysql && src=source rep=replica
+	repl_sql "$p" "SET GLOBAL rpl_semi_sync_${src}_enabled = $on" || return 1
+	repl_sql "$r" "SET GLOBAL rpl_semi_sync_${rep}_enabled = $on;
+		STOP $(_repl_slave) IO_THREAD; START $(_repl_slave) IO_THREAD" || return 1
+	[[ $on == ON ]] || return 0
 	for ((i = 0; i < 150; i++)); do
-		st=$(repl_sql "$p" "SELECT GROUP_CONCAT(VARIABLE_VALUE ORDER BY VARIABLE_NAME SEPARATOR ' ')
-			FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN
-			('RPL_SEMI_SYNC_MASTER_CLIENTS', 'RPL_SEMI_SYNC_MASTER_STATUS')" 2>/dev/null)
+		st="$(repl_status "$p" Rpl_semi_sync_master_clients 2>/dev/null) $(repl_status "$p" \
+			Rpl_semi_sync_master_status 2>/dev/null)"
 		[[ $st == "1 ON" ]] && return 0
 		sleep 0.2
 	done
 	_repl_say "semi-sync is not on after 30 s (node $p's clients and status: '${st:-nothing}')"
 	return 1
-}
-
-repl_semisync_off() {
-	repl_sql "$(repl_primary)" "SET GLOBAL rpl_semi_sync_master_enabled = OFF" || return 1
-	repl_sql "$(repl_replica)" "SET GLOBAL rpl_semi_sync_slave_enabled = OFF;
-		STOP SLAVE IO_THREAD; START SLAVE IO_THREAD"
 }
 
 # repl_conf FILE HOSTS [LINE...]: a lockrun config for the 'lockrun' account
@@ -445,15 +560,15 @@ _repl_pristine() {
 		[[ $n == 2 ]] && args+=(--read-only)
 		printf '%s\0' "${args[@]}" | cmp -s - "$(repl_node "$n")/server.args" || return 1
 	done
-	[[ $(repl_sql 1 "SELECT @@read_only, @@rpl_semi_sync_master_enabled,
-		@@rpl_semi_sync_slave_enabled") == "0	0	0" ]] || return 1
-	[[ $(repl_sql 2 "SELECT @@read_only, @@rpl_semi_sync_master_enabled,
-		@@rpl_semi_sync_slave_enabled") == "1	0	0" ]] || return 1
+	local semi=@@rpl_semi_sync_master_enabled,@@rpl_semi_sync_slave_enabled
+	_repl_mysql && semi=@@rpl_semi_sync_source_enabled,@@rpl_semi_sync_replica_enabled
+	[[ $(repl_sql 1 "SELECT @@read_only, $semi") == "0	0	0" ]] || return 1
+	[[ $(repl_sql 2 "SELECT @@read_only, $semi") == "1	0	0" ]] || return 1
 	[[ -z $(repl_slave_field 1 Master_Host) ]] || return 1
 	[[ $(repl_slave_field 2 Slave_IO_Running) == Yes ]] || return 1
 	[[ $(repl_slave_field 2 Slave_SQL_Running) == Yes ]] || return 1
 	repl_wait_caught_up 10 2>/dev/null || return 1
-	[[ $(repl_sql 1 "SELECT @@gtid_binlog_pos") == "$(repl_sql 2 "SELECT @@gtid_binlog_pos")" ]]
+	[[ $(repl_gtids 1) == "$(repl_gtids 2)" ]]
 }
 
 # repl_reset: bring the pair back to what repl_start left, for a test that

@@ -267,6 +267,11 @@ _lr_server_spawn() {
 		_lr_say "a server is already running in $inst"
 		return 1
 	fi
+	# MySQL's lock beside its socket names the pid of the server that made
+	# it; one killed with SIGKILL leaves it, and while nobody has reaped
+	# that server's zombie yet, the next start takes it for alive and
+	# refuses to start ("Another process ... is using unix socket file").
+	rm -f "$inst/mysqld.sock.lock"
 	_lr_is_root && cmd+=(--user=mysql)
 	cmd+=(
 		--datadir="$inst/data"

@@ -27,10 +27,21 @@ has() {
 	repl_sql "$1" "SELECT note FROM lrh.t WHERE id = $2"
 }
 
-# received N: the newest GTID node N's IO thread has received (its relay
-# log holds everything up to it, applied or not).
+# received N SET: true if node N's IO thread has received every GTID of SET
+# (its relay log holds them, applied or not).
 received() {
-	repl_slave_field "$1" Gtid_IO_Pos
+	repl_has_gtids "$1" "$2" received
+}
+
+# uses_gtid N MODE: node N replicates by GTID, from the position MODE
+# (Slave_Pos or Current_Pos) on MariaDB; MySQL has one mode for both,
+# auto-positioning.
+uses_gtid() {
+	if lr_server_is_mysql; then
+		assert_equal "$(repl_slave_field "$1" Auto_Position)" 1
+	else
+		assert_equal "$(repl_slave_field "$1" Using_Gtid)" "$2"
+	fi
 }
 
 @test "harness: a row written on the primary appears on the replica" {
@@ -39,11 +50,13 @@ received() {
 	repl_wait_caught_up
 	assert_equal "$(has 2 1)" one
 	# The replica runs as a fail-over tool keeps it: read-only, GTID-based.
-	assert_equal "$(repl_sql 2 "SELECT @@read_only, @@gtid_strict_mode, @@log_bin, @@log_slave_updates")" \
+	local gtid=@@gtid_strict_mode updates=@@log_slave_updates
+	lr_server_is_mysql && gtid="@@gtid_mode = 'ON'" updates=@@log_replica_updates
+	assert_equal "$(repl_sql 2 "SELECT @@read_only, $gtid, @@log_bin, $updates")" \
 		"$(printf '1\t1\t1\t1')"
 	assert_equal "$(repl_sql 1 "SELECT @@read_only, @@server_id, @@binlog_format")" "$(printf '0\t11\tROW')"
 	assert_equal "$(repl_sql 2 "SELECT @@server_id")" 12
-	assert_equal "$(repl_slave_field 2 Using_Gtid)" Slave_Pos
+	uses_gtid 2 Slave_Pos
 	assert_equal "$(repl_slave_field 2 Master_Host)" 127.0.0.11
 	# Each node listens on its own address only, both on one port.
 	assert_equal "$(repl_sql 1 "SELECT @@bind_address, @@port")" "$(printf '127.0.0.11\t%s' "$(repl_port)")"
@@ -73,12 +86,12 @@ received() {
 	repl_stop_applier
 	repl_sql 1 "INSERT INTO lrh.t VALUES (2, 'two')"
 	local want i
-	want=$(repl_sql 1 "SELECT @@gtid_binlog_pos")
+	want=$(repl_gtids 1)
 	for ((i = 0; i < 100; i++)); do
-		[[ $(received 2) == "$want" ]] && break
+		received 2 "$want" && break
 		sleep 0.1
 	done
-	assert_equal "$(received 2)" "$want"
+	received 2 "$want" || fail "node 2 did not receive $want"
 	sleep 1
 	assert_equal "$(has 2 2)" ""
 	run ! repl_caught_up
@@ -146,7 +159,7 @@ received() {
 	assert_equal "$(repl_sql 2 "SELECT @@read_only")" 0
 	assert_equal "$(has 2 7)" "on 1"
 	assert_equal "$(repl_slave_field 1 Master_Host)" 127.0.0.12
-	assert_equal "$(repl_slave_field 1 Using_Gtid)" Current_Pos
+	uses_gtid 1 Current_Pos
 	assert_equal "$(repl_slave_field 1 Slave_IO_Running) $(repl_slave_field 1 Slave_SQL_Running)" "Yes Yes"
 	assert_equal "$(repl_slave_field 2 Master_Host)" ""
 	repl_sql 2 "INSERT INTO lrh.t VALUES (8, 'on 2')"

@@ -238,6 +238,17 @@ token() { awk -v n="$1" '$1 == "start" && $2 == n { print $3 }' "$rec"; }
 # epochs N: node N's lr_epochs, one line each: epoch, server, previous.
 epochs() { rsql "$1" "SELECT epoch, server, COALESCE(previous, '-') FROM lr_epochs ORDER BY epoch"; }
 
+# ident N: how the name lockrun gives running node N as a writer begins
+# (sql/routines/05-server.sql, lr_server_me): its server_id on MariaDB,
+# its server_uuid on MySQL (where server_id need not differ).
+ident() {
+	if lr_server_is_mysql; then
+		echo "server:$(repl_sql "$1" "SELECT @@server_uuid"):"
+	else
+		echo "server:1$1:"
+	fi
+}
+
 # wait_started NAME: until NAME's job started; fail after 40 s (a
 # quarantine is 13 s).
 wait_started() {
@@ -282,7 +293,7 @@ holder_on() {
 	exclusive
 	echo "# fail-back: C granted $(since "$t0" C) s after node 1's second promotion, token $(token C) > B's $(token B)" >&3
 	run -0 epochs 1
-	assert_line --regexp "^2	server:11:.*	server:11:"
+	assert_line --regexp "^2	$(ident 1).*	$(ident 1)"
 }
 
 @test "an old primary restarted read-only and made writable again is not recognised (a limit); lockrunctl new-epoch starts its epoch" {
@@ -303,7 +314,7 @@ holder_on() {
 	run -0 lr C 0 -w 60
 	exclusive
 	run -0 epochs 1
-	assert_line --regexp "^2	server:11:[^	]*	server:11:"
+	assert_line --regexp "^2	$(ident 1)[^	]*	$(ident 1)"
 }
 
 @test "a writable replica takes no lock while it replicates, and says why; doctor fails it also when stopped" {
@@ -311,13 +322,13 @@ holder_on() {
 	p=$(repl_primary)
 	r=$(repl_replica)
 	repl_sql "$r" "SET GLOBAL read_only = OFF"
-	before=$(repl_sql "$r" "SELECT @@gtid_binlog_pos")
+	before=$(repl_written "$r")
 	# Its threads run (as when a replica is promoted while its SQL
 	# thread still applies old events): refused, nothing written.
 	run -69 --separate-stderr "$LOCKRUN" -c "$LR_REPL/node$r.conf" "${TTL[@]}" -x fo -- true
 	[[ $stderr == *"lockrun writes nothing on a replica, writable or not: this server replicates from another (1 channel(s) running)"*"(1290)"* ]] ||
 		fail "$stderr"
-	assert_equal "$(repl_sql "$r" "SELECT @@gtid_binlog_pos")" "$before"
+	assert_equal "$(repl_written "$r")" "$before"
 	run -1 "$LOCKRUNCTL" -c "$LR_REPL/admin$r.conf" --json doctor
 	assert_output --partial '{"check":"read_only","status":"ok","detail":"the server accepts writes"}'
 	assert_output --regexp "\"check\":\"topology\",\"status\":\"problem\",\"detail\":\"a replica of 127\.0\.0\.1$p:[0-9]+ \(IO thread Yes, SQL thread Yes\): lockrun cannot lock here, writable or not"
@@ -344,7 +355,7 @@ holder_on() {
 	lease=$(<"$work/lease")
 	repl_wait_caught_up
 	repl_sql "$r" "SET GLOBAL read_only = OFF"
-	before=$(repl_sql "$r" "SELECT @@gtid_binlog_pos")
+	before=$(repl_written "$r")
 	# One write of any of these would give the replica a transaction of
 	# its own, which stops its replication (GTID strict mode): a replica
 	# that no longer replicates would then take locks.
@@ -356,7 +367,7 @@ holder_on() {
 		assert_output --partial "ERROR 1290"
 		assert_output --partial "lockrun writes nothing on a replica"
 	done
-	assert_equal "$(repl_sql "$r" "SELECT @@gtid_binlog_pos")" "$before"
+	assert_equal "$(repl_written "$r")" "$before"
 	assert_equal "$(repl_slave_field "$r" Slave_SQL_Running)" Yes
 	repl_sql "$r" "SET GLOBAL read_only = ON"
 	# The holder, on the primary, ran to its end and released there.
@@ -400,5 +411,5 @@ holder_on() {
 	# grants than its quarantine (8 s) has microseconds.
 	(($(token A) > floor + 8000000)) || fail "token $(token A), floor $floor"
 	run -0 epochs "$r"
-	assert_line --regexp "^6	server:1$r:.*	server:99:elsewhere:3306:$"
+	assert_line --regexp "^6	$(ident "$r").*	server:99:elsewhere:3306:$"
 }
