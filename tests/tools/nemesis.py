@@ -366,7 +366,7 @@ class Campaign:
             self.other = "replica" if r.returncode == 0 else "out"
             if self.other == "out":
                 # Diverged: read-only and replicating from nobody, for good.
-                self.sh(f'repl_sql {o} "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = ON"')
+                self.sh(f"repl_detach {o}")
             self.log_fault(kind, f"node {o}", start, status=r.returncode, state=self.other)
             return
         self.log_fault(kind, f"node {o}", start)
