@@ -331,14 +331,20 @@ static bool drop_triggers(lr_db *db, char *err, size_t errlen)
 /*
  * Whether this account may name 'lockrun_owner'@'localhost' as the
  * definer of lockrun's routines: that needs SET USER (SUPER before
- * MariaDB 10.5), which the master account of a managed database does not
- * have. If not (1227), the routines are defined by the connected account
- * itself: they then run with its rights, which init needs anyway, and the
- * runtime account still may only execute the public ones. Creates and
- * drops an empty procedure: three statements.
+ * MariaDB 10.5) on MariaDB, SET_ANY_DEFINER on MySQL, which the master
+ * account of a managed database may not have. If not (1227), the routines
+ * are defined by the connected account itself: they then run with its
+ * rights, which init needs anyway, and the runtime account still may only
+ * execute the public ones. The definer is created first, as migration 2
+ * does (a failure is that migration's to report): MySQL also refuses
+ * (1227) a definer that does not exist yet without ALLOW_NONEXISTENT_DEFINER,
+ * which a managed MySQL does not give, and the probe would then answer
+ * for that privilege rather than for SET_ANY_DEFINER. Creates and drops an
+ * empty procedure: four statements.
  */
 static bool may_name_owner(lr_db *db)
 {
+	lr_db_query(db, "CREATE USER IF NOT EXISTS 'lockrun_owner'@'localhost' ACCOUNT LOCK");
 	lr_db_query(db, "DROP PROCEDURE IF EXISTS lr_definer_probe");
 	if (lr_db_query(db, "CREATE " OWNER " PROCEDURE lr_definer_probe() BEGIN END")) {
 		lr_db_query(db, "DROP PROCEDURE IF EXISTS lr_definer_probe");
@@ -389,8 +395,9 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
 		goto out;
 	if (own_definer && (*to != *from || *routines))
 		lr_log_warn("this account may not name 'lockrun_owner'@'localhost' as the "
-		            "routines' definer (it lacks SET USER): they are defined by this "
-		            "account, and stop working if it is dropped");
+		            "routines' definer (it lacks %s): they are defined by this "
+		            "account, and stop working if it is dropped",
+		            lr_db_is_mysql(db) ? "SET_ANY_DEFINER" : "SET USER");
 	ok = true;
 out:
 	lr_db_query(db, "DO RELEASE_LOCK('lockrun.schema')");
