@@ -354,10 +354,31 @@ static bool may_name_owner(lr_db *db)
 }
 
 /*
+ * Whether this MySQL server is a member of a Group Replication group, by
+ * the question the routines ask (lr_server_state, sql/routines/05-server.sql):
+ * is a group_replication_ channel's applier on. The routines refuse such a
+ * member (1290), the access step of init among them, so init asks first
+ * and installs nothing there rather than stop half-way. Unknown (false)
+ * when the account may not read performance_schema: the routines still
+ * refuse. One query; none on MariaDB.
+ */
+static bool in_group(lr_db *db)
+{
+	MYSQL_ROW row;
+
+	return lr_db_is_mysql(db) &&
+	       lr_db_query(db, "SELECT COUNT(*) FROM performance_schema.replication_applier_status "
+	                       "WHERE SERVICE_STATE = 'ON' "
+	                       "AND CHANNEL_NAME LIKE 'group\\_replication\\_%'") &&
+	       (row = lr_db_fetch(db)) && row[0] && strcmp(row[0], "0") != 0;
+}
+
+/*
  * Brings the schema up to the newest migration, then the routines up to
  * this build's. Serialised with a named lock so two concurrent inits do
  * not interleave their DDL; a second run finds nothing to do and changes
- * nothing. A few queries per migration.
+ * nothing. Refuses a member of a MySQL Group Replication group before it
+ * writes anything (in_group). A few queries per migration.
  */
 bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, char *err,
                        size_t errlen)
@@ -371,6 +392,13 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
 		         lr_db_errno(db) ? lr_db_error(db)
 		                         : "another 'lockrunctl init' is running; try again");
 		return false;
+	}
+	if (in_group(db)) {
+		snprintf(err, errlen,
+		         "%s: this server is a member of a MySQL Group Replication group, which "
+		         "lockrun does not support: nothing was installed",
+		         lr_db_server(db));
+		goto out;
 	}
 	if (!lr_schema_version(db, from, err, errlen))
 		goto out;
