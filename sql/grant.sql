@@ -6,8 +6,9 @@
 -- Who: only an account with ADMIN OPTION on the role may grant it, and the
 -- server gives that to the role's creator alone: the administrator that
 -- first ran this file or `lockrunctl init`. Any other fails at the GRANT
--- with 1698, whatever its privileges, until the creator gives it the
--- option once:
+-- (MariaDB: 1698, whatever its privileges; MySQL: 1227 without
+-- ROLE_ADMIN, which may grant any role and which a managed MySQL's master
+-- account has) until the creator gives it the option once:
 --     GRANT lockrun_api TO 'other_admin'@'%' WITH ADMIN OPTION;
 -- (`lockrunctl init` run by such another administrator needs it too when
 -- it moves accounts of API 2 to the role.)
@@ -44,11 +45,13 @@ SET DEFAULT ROLE lockrun_api /*M! FOR */ /*!80000 TO */ 'lockrun'@'%';
 -- such accounts.
 --
 -- `lockrunctl init` needs an administrator once: CREATE, ALTER, INDEX,
--- CREATE ROUTINE, ALTER ROUTINE and TRIGGER on the database, CREATE USER
--- and GRANT OPTION (it creates and grants 'lockrun_owner' and the role),
--- and SET USER (SUPER before MariaDB 10.5) to name that account as the
--- definer. With binary logging on, creating the triggers also needs SUPER
--- (or log_bin_trust_function_creators = 1) on that server.
+-- CREATE ROUTINE and ALTER ROUTINE on the database, CREATE USER and GRANT
+-- OPTION (it creates and grants 'lockrun_owner' and the role), and, to
+-- name that account as the definer, SET USER (SUPER before MariaDB 10.5;
+-- MySQL: SET_ANY_DEFINER); without it the routines' definer is the
+-- administrator itself. It creates no trigger and no stored function, so
+-- binary logging needs no SUPER: a managed database's master account is
+-- enough (doc/production.md).
 -- `lockrunctl set`, `status` and the other operator verbs read and write
 -- the tables directly: run them with an operator account holding
 --     GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lockrun_admin'@'%';

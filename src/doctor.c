@@ -506,6 +506,7 @@ static const struct {
              {"CREATE USER", P_CREATE_USER},
              {"GRANT OPTION", P_GRANT},
              {"SET USER", P_SET_USER},
+             {"SET_ANY_DEFINER", P_SET_USER},
              {"SUPER", P_SUPER}};
 #define NPRIVS  (sizeof(privs) / sizeof(privs[0]))
 #define P_ADMIN (P_SELECT | P_INSERT | P_UPDATE | P_DELETE)
@@ -587,8 +588,9 @@ static const char *missing(unsigned have, unsigned want, char *buf, size_t len)
  * commands SELECT, INSERT, UPDATE, DELETE; init the DDL, CREATE ROUTINE,
  * CREATE USER and GRANT OPTION (it creates no trigger and no function, so
  * binary logging does not matter), and with SET USER (SUPER before
- * MariaDB 10.5) it names 'lockrun_owner'@'localhost' as the routines'
- * definer, else this account: said before init, so a managed database's
+ * MariaDB 10.5; on MySQL SET_ANY_DEFINER, counted as the same bit) it
+ * names 'lockrun_owner'@'localhost' as the routines' definer, else this
+ * account: said before init, so a managed database's
  * master account knows it will work. Only a missing EXECUTE is a problem:
  * that is what lockrun itself runs with. One round trip, two when EXECUTE
  * is not a database grant.
@@ -636,7 +638,8 @@ static void check_privileges(struct doctor *d)
 	    *m2 ? "missing " : "yes", m2, *m3 ? "missing " : "yes", m3,
 	    *m3                   ? ""
 	    : (have & P_SET_USER) ? ", with 'lockrun_owner'@'localhost' as the routines' definer"
-	                          : ", with this account as the routines' definer (no SET USER)");
+	    : d->mysql ? ", with this account as the routines' definer (no SET_ANY_DEFINER)"
+	               : ", with this account as the routines' definer (no SET USER)");
 	if ((have & P_ADMIN) && (have & P_EXECUTE))
 		say(d, "privileges", SEV_INFO,
 		    "this account can also write lockrun's tables directly; lockrun itself needs "

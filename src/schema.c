@@ -136,6 +136,28 @@ static void to_mysql(const char *s, struct lr_sb *out, struct lr_sb *pre)
 	lr_sb_finish(&tmp);
 }
 
+/* MySQL's ER_CANNOT_USER_REFERENCED_AS_DEFINER, which MariaDB's header
+ * does not have (its 4006 is another error). */
+#define LR_MYSQL_USER_IS_DEFINER 4006
+
+/* Whether MySQL's answer to the statement counts as done: a column or
+ * index that exists (to_mysql), and an account that CREATE USER IF NOT
+ * EXISTS names which is the definer of stored routines. MySQL refuses
+ * (4006) even that statement, whose account exists and would be left as
+ * it is, to an account without SET_ANY_DEFINER: a managed MySQL's master
+ * account installing a second database whose definer another
+ * administrator's install already named. */
+static bool mysql_done(lr_db *db, const char *stmt)
+{
+	unsigned e = lr_db_errno(db);
+
+	while (*stmt == ' ' || *stmt == '\t' || *stmt == '\n')
+		stmt++;
+	return e == ER_DUP_FIELDNAME || e == ER_DUP_KEYNAME ||
+	       (e == LR_MYSQL_USER_IS_DEFINER &&
+	        strncmp(stmt, "CREATE USER IF NOT EXISTS ", 26) == 0);
+}
+
 /* Sends one statement of a script; with own_definer, every routine it
  * defines as 'lockrun_owner'@'localhost' is defined by the connected
  * account instead (may_name_owner). On MySQL, in its spelling (to_mysql):
@@ -161,8 +183,7 @@ static bool send_stmt(lr_db *db, struct lr_sb *stmt, bool own_definer, char *err
 		ok = lr_db_query(db, lr_sb_str(&pre));
 	if (ok)
 		ok = lr_db_query(db, lr_sb_str(&spelled)) ||
-		     (mysql &&
-		      (lr_db_errno(db) == ER_DUP_FIELDNAME || lr_db_errno(db) == ER_DUP_KEYNAME));
+		     (mysql && mysql_done(db, lr_sb_str(&spelled)));
 	if (!ok)
 		snprintf(err, errlen, "%s",
 		         swapped.oom || spelled.oom || pre.oom ? "out of memory" : lr_db_error(db));
@@ -331,14 +352,20 @@ static bool drop_triggers(lr_db *db, char *err, size_t errlen)
 /*
  * Whether this account may name 'lockrun_owner'@'localhost' as the
  * definer of lockrun's routines: that needs SET USER (SUPER before
- * MariaDB 10.5), which the master account of a managed database does not
- * have. If not (1227), the routines are defined by the connected account
- * itself: they then run with its rights, which init needs anyway, and the
- * runtime account still may only execute the public ones. Creates and
- * drops an empty procedure: three statements.
+ * MariaDB 10.5) on MariaDB, SET_ANY_DEFINER on MySQL, which the master
+ * account of a managed database may not have. If not (1227), the routines
+ * are defined by the connected account itself: they then run with its
+ * rights, which init needs anyway, and the runtime account still may only
+ * execute the public ones. The definer is created first, as migration 2
+ * does (a failure is that migration's to report): MySQL also refuses
+ * (1227) a definer that does not exist yet without ALLOW_NONEXISTENT_DEFINER,
+ * which a managed MySQL does not give, and the probe would then answer
+ * for that privilege rather than for SET_ANY_DEFINER. Creates and drops an
+ * empty procedure: four statements.
  */
 static bool may_name_owner(lr_db *db)
 {
+	lr_db_query(db, "CREATE USER IF NOT EXISTS 'lockrun_owner'@'localhost' ACCOUNT LOCK");
 	lr_db_query(db, "DROP PROCEDURE IF EXISTS lr_definer_probe");
 	if (lr_db_query(db, "CREATE " OWNER " PROCEDURE lr_definer_probe() BEGIN END")) {
 		lr_db_query(db, "DROP PROCEDURE IF EXISTS lr_definer_probe");
@@ -348,10 +375,31 @@ static bool may_name_owner(lr_db *db)
 }
 
 /*
+ * Whether this MySQL server is a member of a Group Replication group, by
+ * the question the routines ask (lr_server_state, sql/routines/05-server.sql):
+ * is a group_replication_ channel's applier on. The routines refuse such a
+ * member (1290), the access step of init among them, so init asks first
+ * and installs nothing there rather than stop half-way. Unknown (false)
+ * when the account may not read performance_schema: the routines still
+ * refuse. One query; none on MariaDB.
+ */
+static bool in_group(lr_db *db)
+{
+	MYSQL_ROW row;
+
+	return lr_db_is_mysql(db) &&
+	       lr_db_query(db, "SELECT COUNT(*) FROM performance_schema.replication_applier_status "
+	                       "WHERE SERVICE_STATE = 'ON' "
+	                       "AND CHANNEL_NAME LIKE 'group\\_replication\\_%'") &&
+	       (row = lr_db_fetch(db)) && row[0] && strcmp(row[0], "0") != 0;
+}
+
+/*
  * Brings the schema up to the newest migration, then the routines up to
  * this build's. Serialised with a named lock so two concurrent inits do
  * not interleave their DDL; a second run finds nothing to do and changes
- * nothing. A few queries per migration.
+ * nothing. Refuses a member of a MySQL Group Replication group before it
+ * writes anything (in_group). A few queries per migration.
  */
 bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, char *err,
                        size_t errlen)
@@ -365,6 +413,13 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
 		         lr_db_errno(db) ? lr_db_error(db)
 		                         : "another 'lockrunctl init' is running; try again");
 		return false;
+	}
+	if (in_group(db)) {
+		snprintf(err, errlen,
+		         "%s: this server is a member of a MySQL Group Replication group, which "
+		         "lockrun does not support: nothing was installed",
+		         lr_db_server(db));
+		goto out;
 	}
 	if (!lr_schema_version(db, from, err, errlen))
 		goto out;
@@ -389,8 +444,9 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
 		goto out;
 	if (own_definer && (*to != *from || *routines))
 		lr_log_warn("this account may not name 'lockrun_owner'@'localhost' as the "
-		            "routines' definer (it lacks SET USER): they are defined by this "
-		            "account, and stop working if it is dropped");
+		            "routines' definer (it lacks %s): they are defined by this "
+		            "account, and stop working if it is dropped",
+		            lr_db_is_mysql(db) ? "SET_ANY_DEFINER" : "SET USER");
 	ok = true;
 out:
 	lr_db_query(db, "DO RELEASE_LOCK('lockrun.schema')");
