@@ -137,6 +137,28 @@ uses_gtid() {
 	assert_failure
 }
 
+@test "harness: an old primary with a commit the new one lacks: MariaDB will not follow, MySQL follows and keeps it" {
+	repl_stop_applier
+	repl_sql 1 "INSERT INTO lrh.t VALUES (10, 'diverged')"
+	repl_kill_primary
+	repl_promote
+	repl_sql 2 "INSERT INTO lrh.t VALUES (11, 'new')"
+	repl_restart_old_primary_read_only
+	if lr_server_is_mysql; then
+		# No strict mode: it replicates, with the row the new primary
+		# never had (doc/production.md, MySQL).
+		repl_make_replica 1 current_pos
+		repl_wait_caught_up
+		assert_equal "$(has 1 11)" new
+		assert_equal "$(has 1 10)" diverged
+		assert_equal "$(has 2 10)" ""
+	else
+		run ! repl_make_replica 1 current_pos
+		assert_output --partial "does not replicate from node 2"
+		assert_equal "$(has 1 11)" ""
+	fi
+}
+
 @test "harness: semi-sync on: the primary waits for the replica's acknowledgement" {
 	repl_semisync_on
 	assert_equal "$(repl_status 1 Rpl_semi_sync_master_status)" ON
