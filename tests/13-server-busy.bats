@@ -46,7 +46,7 @@ fill() {
 	local i before
 	before=$(lockrun_conns)
 	for ((i = 0; i < $1; i++)); do
-		MYSQL_PWD=$(<"$LR_DB/lockrun.pw") mariadb --no-defaults -h 127.0.0.1 \
+		MYSQL_PWD=$(<"$LR_DB/lockrun.pw") mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
 			-P "$LR_PORT" -u lockrun lockrun -e "SELECT SLEEP(120)" \
 			>/dev/null 2>&1 3>&- &
 		fillers+=($!)
@@ -81,7 +81,7 @@ full_server() {
 	max=$((others + n))
 	sql "SET GLOBAL max_connections = $max"
 	# Proof that it is full, by the lockrun account itself.
-	run -1 env MYSQL_PWD="$(<"$LR_DB/lockrun.pw")" mariadb --no-defaults -h 127.0.0.1 \
+	run -1 env MYSQL_PWD="$(<"$LR_DB/lockrun.pw")" mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
 		-P "$LR_PORT" -u lockrun lockrun -e "SELECT 1"
 	assert_output --partial "Too many connections"
 }

@@ -266,7 +266,7 @@ EOF
 # app SQL: SQL as the runtime account over TCP, like an application (see
 # tests/14-sql-api.bats); tab-separated, a header line per result.
 app() {
-	MYSQL_PWD=$(<"$LR_DB/lockrun.pw") mariadb --no-defaults -h 127.0.0.1 \
+	MYSQL_PWD=$(<"$LR_DB/lockrun.pw") mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
 		-P "$LR_PORT" -u lockrun -D lockrun -B -e "$1"
 }
 

@@ -34,7 +34,7 @@ upsql() {
 # upapp SQL: SQL as uptest on a NEW connection over TCP, like an
 # application started after the upgrade; a header line per result set.
 upapp() {
-	MYSQL_PWD=$(<"$UP/uptest.pw") mariadb --no-defaults -h 127.0.0.1 \
+	MYSQL_PWD=$(<"$UP/uptest.pw") mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
 		-P "$LR_PORT" -u uptest -D "$UP_DB" -B -e "$1"
 }
 

@@ -51,7 +51,7 @@ hostile() {
 # app_force SQL: like app, but every statement runs even after an error
 # (--force), without the header line.
 app_force() {
-	MYSQL_PWD=$(<"$LR_DB/lockrun.pw") mariadb --no-defaults -h 127.0.0.1 \
+	MYSQL_PWD=$(<"$LR_DB/lockrun.pw") mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
 		-P "$LR_PORT" -u lockrun -D lockrun -B -N --force <<<"$1"
 }
 

@@ -68,7 +68,7 @@ teardown_file() {
 # master SQL: run SQL as the master account, in the lockrun database if it
 # exists.
 master() {
-	MYSQL_PWD=masterpw mariadb --no-defaults -h 127.0.0.1 -P "$(<"$MG/server.port")" -u master -N -B "$@"
+	MYSQL_PWD=masterpw mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 -P "$(<"$MG/server.port")" -u master -N -B "$@"
 }
 
 @test "the server is what a managed database is: binary log on, no trust for function creators, no SUPER" {
@@ -160,7 +160,7 @@ master() {
 	master -e "CREATE USER 'dba2'@'%' IDENTIFIED BY 'dba2pw'; $(rds_grant "'dba2'@'%'")
 		CREATE USER 'app2'@'%' IDENTIFIED BY 'app2pw'"
 	dba2() {
-		MYSQL_PWD=dba2pw mariadb --no-defaults -h 127.0.0.1 -P "$(<"$MG/server.port")" -u dba2 -D lockrun -N -B
+		MYSQL_PWD=dba2pw mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 -P "$(<"$MG/server.port")" -u dba2 -D lockrun -N -B
 	}
 	# grant.sql for another account, as that administrator.
 	local g

@@ -95,7 +95,7 @@ state() {
 @test "the SQL API refuses a CALL with 1290 naming Group Replication, and writes nothing" {
 	local before
 	before=$(state)
-	run env MYSQL_PWD="$(<"$GR/lockrun.pw")" mariadb --no-defaults -h 127.0.0.1 \
+	run env MYSQL_PWD="$(<"$GR/lockrun.pw")" mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
 		-P "$(<"$GR/server.port")" -u lockrun -D lockrun -N -B -e \
 		"CALL lockrun_acquire('mutex:gr', '$(openssl rand -hex 16)', '$(openssl rand -hex 16)', 2000, 0,
 			'apphost', 4242, 'tester', '36-group-replication test')"
