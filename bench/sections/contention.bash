@@ -6,18 +6,23 @@
 # Measures a hot lock: grants per second and release-to-start time with
 # LOOPS concurrent loops, for `lockrun -x`, `etcdctl lock`, flock(1),
 # `lockrun -s` (semaphore of 3) and `lockrun --write` behind `--read`; what
-# each grant costs in CPU time, and so what bounds the rates.
+# each grant costs in CPU time, and so what bounds the rates. lockrun's rows
+# run once per database server of the run (bench/run --servers); etcdctl's
+# and flock's, which do not depend on it, only with the first.
 # How: contend (bench/lib.bash) runs the loops of `TOOL LOCK -- stamp FILE`
 # for CONT_SECS after CONT_WARM_US of start-up; cont_stats and rw_stats
 # read the stamps, cont_cpu the machine's and the server's CPU ticks;
 # cont_bound runs the same loops of the stamp helper alone.
-# To the page: the contention table, the table of ratios, a headline (8
-# loops, or the most measured), what bounds the rates, the plot
-# bench-contention.png (contention_plot) and two rows of the targets table
-# (contention_targets), from data/cont.dat; data/cont.bound for the bounds
-# section.
-# Uses bench/run's T, DB_PID, ETCD_PID, ETCDCTL, LOCKRUN, LOCKRUNCTL, STAMP,
-# LOOPS, CONT_SECS, CONT_WARM_US, md, headline and log.
+# Each run appends its rows to data/cont.rows and its figures to
+# data/cont.cpu; contention_page, once all servers ran, writes to the page:
+# the contention table (lockrun's rows of each server side by side), the
+# table of ratios, a headline (8 loops, or the most measured), what bounds
+# the rates, the plot bench-contention.png (contention_plot) and two rows of
+# the targets table (contention_targets, the first server's), from
+# data/cont.dat; data/cont.bound (first server) for the bounds section.
+# Uses bench/run's T, DB_NAME, DB_FIRST, DB_PID, ETCD_PID, ETCDCTL, LOCKRUN,
+# LOCKRUNCTL, STAMP, LOOPS, CONT_SECS, CONT_WARM_US, SERVERS, md, headline,
+# db_label, servers_run and log.
 
 # rw_stats NAME: "GRANTS_PER_S WRITER_GRANTS_PER_S P50_US P99_US VIOLATIONS"
 # for readers (tag r) and writers (tag w). A writer's hand-off is its start
@@ -50,14 +55,23 @@ rw_stats() {
 	echo "$g $gw $p50 $p99 $bad"
 }
 
+# cont_line KEY LOOPS CELLS...: one row of the contention table, for the
+# page: "KEY LOOPS SERVER" and a tab before the cells, one per column from
+# the grants/s on, in data/cont.rows.
+cont_line() {
+	local key=$1 n=$2 cells
+	shift 2
+	cells=$(printf ' %s |' "$@")
+	printf '%s %s %s\t%s\n' "$key" "$n" "$DB_NAME" "$cells" >>"$T/data/cont.rows"
+}
+
 # cont_row LOOPS KEY CAPACITY LABEL CMD...: LOOPS loops of CMD wrapping the
-# stamp helper; adds a table row and appends the grants/s to ROW. Not to be
-# called in $(...), so that the loops' pids reach BG_PIDS.
-ROW=
+# stamp helper; adds a table row. Not to be called in $(...), so that the
+# loops' pids reach BG_PIDS.
 cont_row() {
 	local n=$1 key=$2 cap=$3 label=$4 g p50 p99 bad fails busy cpu srv
 	shift 4
-	log "contention: $label, $n loops"
+	log "contention: $label, $n loops, on $DB_NAME"
 	case $key in
 	lr-*) CONT_SRV_PID=$DB_PID ;;
 	et-*) CONT_SRV_PID=$ETCD_PID ;;
@@ -71,23 +85,21 @@ cont_row() {
 	if ((n <= cap)); then
 		p50=- p99=-
 	fi
-	md "| $label | $n | $g | $(fmt_ms "$p50") | $(fmt_ms "$p99") | $fails | $bad | $busy | $cpu | $srv |"
-	ROW+=" $g"
-	echo "$key $n $g $busy $cpu $srv" >>"$T/data/cont.cpu"
+	cont_line "$key" "$n" "$g" "$(fmt_ms "$p50")" "$(fmt_ms "$p99")" "$fails" "$bad" "$busy" "$cpu" "$srv"
+	echo "$DB_NAME $key $n $g $busy $cpu $srv" >>"$T/data/cont.cpu"
 }
 
 # cont_bound: what bounds the mutex's grants/s, from the CPU columns of the
-# most contended mutex runs (8 loops if measured): with the CPUs busy, each
-# tool's grants/s is about the machine's CPU time over its CPU time per
-# grant.
+# most contended mutex runs (8 loops if measured) on the first server: with
+# the CPUs busy, each tool's grants/s is about the machine's CPU time over
+# its CPU time per grant. Runs the same loops of the stamp helper alone, for
+# what the harness costs; cont_bound_page writes it up.
 cont_bound() {
-	local n=${LOOPS[-1]} cpus lb lc ls eb ec es fb fc hc
-	[[ " ${LOOPS[*]} " == *" 8 "* ]] && n=8
-	cpus=$(nproc)
-	row() { awk -v k="$1" -v n="$n" '$1 == k && $2 == n { r = $4 " " $5 " " $6 } END { print r }' "$T/data/cont.cpu"; }
-	read -r lb lc ls < <(row lr-mx)
-	read -r eb ec es < <(row et-mx)
-	read -r fb fc _ < <(row fl-mx)
+	local n lb lc ls eb ec es fb fc hc
+	n=$(cont_bound_loops)
+	read -r lb lc ls < <(cont_cpu_row "$DB_NAME" lr-mx "$n")
+	read -r eb ec es < <(cont_cpu_row "$DB_NAME" et-mx "$n")
+	read -r fb fc _ < <(cont_cpu_row "$DB_NAME" fl-mx "$n")
 	[[ -n $lc && -n $ec && -n $fc && $lc != - && $ec != - && $fc != - ]] || return 0
 	# The harness alone: the same loops running the stamp helper, no lock.
 	log "contention: $n loops of the stamp helper alone"
@@ -98,36 +110,60 @@ cont_bound() {
 	# its server's part), etcdctl (and etcd's), flock, the harness alone;
 	# then how busy the CPUs were in lockrun's run (%).
 	echo "$n $lc $ls $ec $es $fc $hc $lb" >"$T/data/cont.bound"
+}
+
+# cont_bound_loops: the loops the bounds are worked out at: 8 if measured,
+# else the most.
+cont_bound_loops() {
+	if [[ " ${LOOPS[*]} " == *" 8 "* ]]; then echo 8; else echo "${LOOPS[-1]}"; fi
+}
+
+# cont_cpu_row SERVER KEY LOOPS: "BUSY_PCT CPU_MS SERVER_MS" of that run.
+cont_cpu_row() {
+	awk -v s="$1" -v k="$2" -v n="$3" '$1 == s && $2 == k && $3 == n { r = $5 " " $6 " " $7 } END { print r }' \
+		"$T/data/cont.cpu"
+}
+
+# cont_bound_page: cont_bound's figures, for the page.
+cont_bound_page() {
+	local n lc ls ec es fc hc lb eb fb cpus s sb sc ss first=${SERVERS[0]} others=
+	[[ -s $T/data/cont.bound ]] || return 0
+	read -r n lc ls ec es fc hc lb <"$T/data/cont.bound"
+	read -r eb _ < <(cont_cpu_row "$first" et-mx "$n")
+	read -r fb _ < <(cont_cpu_row "$first" fl-mx "$n")
+	cpus=$(nproc)
 	per() { awk -v c="$cpus" -v x="$1" 'BEGIN { printf "%.0f", c * 1000 / x }'; }
+	for s in $(servers_run); do
+		[[ $s == "$first" ]] && continue
+		read -r sb sc ss < <(cont_cpu_row "$s" lr-mx "$n")
+		[[ -n ${sc:-} && $sc != - ]] || continue
+		others+=" On $(db_label "$s") the CPUs were busy $sb% of the time, and each lockrun"
+		others+=" grant cost $sc ms of CPU ($ss ms of it in the server): about $(per "$sc") grants/s."
+	done
 	md "" "What bounds it: with $n loops the machine's $cpus CPUs were busy $lb% of the time for" \
-		"lockrun, $eb% for etcdctl and $fb% for flock. Each lockrun grant cost $lc ms of CPU" \
-		"($ls ms of it in MariaDB), each etcdctl grant $ec ms ($es ms in etcd), each flock grant" \
+		"lockrun on $(db_label "$first"), $eb% for etcdctl and $fb% for flock. Each lockrun grant cost $lc ms of CPU" \
+		"($ls ms of it in the database server), each etcdctl grant $ec ms ($es ms in etcd), each flock grant" \
 		"$fc ms; of each, the loop's fork and the stamp helper take $hc ms (the same loops running" \
 		"the helper alone). lockrun's own process is then $(awk -v a="$lc" -v s="$ls" -v h="$hc" \
 		'BEGIN { printf "%.1f", a - s - h }') ms a grant (start-up, connecting, the calls, the spawn), and" \
 		"flock's $(awk -v a="$fc" -v h="$hc" 'BEGIN { printf "%.1f", a - h }') ms." \
 		"With the CPUs busy, grants/s is about $cpus × 1000 ms over the CPU time per grant:" \
-		"$(per "$lc") for lockrun, $(per "$ec") for etcdctl, $(per "$fc") for flock. The ratios of" \
+		"$(per "$lc") for lockrun, $(per "$ec") for etcdctl, $(per "$fc") for flock.$others The ratios of" \
 		"grants/s above are then ratios of CPU time per grant, not of time spent waiting."
 }
 
 section_contention() {
 	local n g gw p50 p99 bad fails nw busy cpu srv
 	"$LOCKRUNCTL" -c "$T/db/admin.conf" -q set cont-sem 3
-	: >"$T/data/cont.dat"
-	: >"$T/data/cont.cpu"
-	md "## Contention" ""
-	md "Each loop runs its tool wrapping the stamp helper over and over for $CONT_SECS s." ""
-	md "| lock | loops | grants/s | release-to-start p50 ms | p99 ms | failures | overlaps | CPU busy % | CPU ms per grant | of it, server |" \
-		"| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	for n in "${LOOPS[@]}"; do
-		ROW=$n
 		cont_row "$n" lr-mx 1 "lockrun -x (mutex)" "$LOCKRUN" -x "cont-mx-$n" --
-		cont_row "$n" et-mx 1 "etcdctl lock" "${ETCDCTL[@]}" lock "cont-mx-$n" --
-		cont_row "$n" fl-mx 1 "flock" flock "$T/cont-$n.lock"
+		if ((DB_FIRST)); then
+			cont_row "$n" et-mx 1 "etcdctl lock" "${ETCDCTL[@]}" lock "cont-mx-$n" --
+			cont_row "$n" fl-mx 1 "flock" flock "$T/cont-$n.lock"
+		fi
 		cont_row "$n" lr-sem 3 "lockrun -s (semaphore of 3)" "$LOCKRUN" -s cont-sem --
 
-		log "contention: lockrun --write behind --read, $n loops"
+		log "contention: lockrun --write behind --read, $n loops, on $DB_NAME"
 		# shellcheck disable=SC2034 # contend (bench/lib.bash) reads it
 		CONT_SRV_PID=$DB_PID
 		contend "lr-rw.$n" "$n" "$LOCKRUN" --read "cont-rw-$n" -- "$STAMP" "$T/data/cont.lr-rw.$n" r \
@@ -135,20 +171,76 @@ section_contention() {
 		fails=$(wc -l <"$T/cont.fail")
 		read -r g gw p50 p99 bad < <(rw_stats "lr-rw.$n")
 		read -r busy cpu srv < <(cont_cpu "$T/data/cont.lr-rw.$n")
-		nw=$((n / 8 > 1 ? n / 8 : 1))
-		md "| lockrun --write behind --read ($((n - nw)) + $nw loops; writer hand-off) | $n | $g (writers $gw) | $(fmt_ms "$p50") | $(fmt_ms "$p99") | $fails | $bad | $busy | $cpu | $srv |"
-		echo "$ROW $g" >>"$T/data/cont.dat"
+		cont_line lr-rw "$n" "$g (writers $gw)" "$(fmt_ms "$p50")" "$(fmt_ms "$p99")" "$fails" "$bad" "$busy" "$cpu" "$srv"
+		echo "$DB_NAME lr-rw $n $g $busy $cpu $srv" >>"$T/data/cont.cpu"
 	done
-	md "" "| loops | lockrun -x ÷ etcdctl (grants/s) | lockrun -x ÷ flock |" "| ---: | ---: | ---: |"
-	local lr et fl
-	while read -r n lr et fl _; do
-		md "| $n | $(ratio "$lr" "$et") | $(ratio "$lr" "$fl") |"
-		if ((n == 8)) || [[ $n == "${LOOPS[-1]}" && ! " ${LOOPS[*]} " == *" 8 "* ]]; then
-			headline "Mutex grants/s with $n loops: lockrun $lr, etcdctl $et, flock $fl" \
-				"(lockrun = $(ratio "$lr" "$et")× etcdctl, $(ratio "$lr" "$fl")× flock)."
-		fi
-	done <"$T/data/cont.dat"
-	cont_bound
+	((DB_FIRST)) && cont_bound
+	return 0
+}
+
+# cont_g SERVER KEY LOOPS: the grants/s of that run, "-" if none.
+cont_g() {
+	awk -v s="$1" -v k="$2" -v n="$3" '$1 == s && $2 == k && $3 == n { g = $4 } END { print (g == "" ? "-" : g) }' \
+		"$T/data/cont.cpu"
+}
+
+# contention_page: the section's part of the page, once every server ran;
+# also data/cont.dat, for the plot and the targets: per loop count, the
+# grants/s of lockrun -x, etcdctl, flock, lockrun -s and --read/--write on
+# the first server, then lockrun -x on each other server.
+contention_page() {
+	local n key s label first=${SERVERS[0]} nw lr et fl line
+	local -a srvs
+	mapfile -t srvs < <(servers_run)
+	[[ -s $T/data/cont.cpu ]] || die "contention: no figures"
+	md "## Contention" ""
+	md "Each loop runs its tool wrapping the stamp helper over and over for $CONT_SECS s." \
+		"lockrun's rows ran once per database server, each alone in the same run (the others" \
+		"stopped); etcdctl's and flock's do not depend on it and ran once, beside the first." ""
+	md "| lock | server | loops | grants/s | release-to-start p50 ms | p99 ms | failures | overlaps | CPU busy % | CPU ms per grant | of it, server |" \
+		"| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	for n in "${LOOPS[@]}"; do
+		nw=$((n / 8 > 1 ? n / 8 : 1))
+		for key in lr-mx et-mx fl-mx lr-sem lr-rw; do
+			case $key in
+			lr-mx) label="lockrun -x (mutex)" ;;
+			et-mx) label="etcdctl lock" ;;
+			fl-mx) label="flock" ;;
+			lr-sem) label="lockrun -s (semaphore of 3)" ;;
+			lr-rw) label="lockrun --write behind --read ($((n - nw)) + $nw loops; writer hand-off)" ;;
+			esac
+			for s in "${srvs[@]}"; do
+				line=$(awk -F '\t' -v k="$key $n $s" '$1 == k { print $2 }' "$T/data/cont.rows")
+				[[ -n $line ]] || continue
+				case $key in
+				et-mx) md "| $label | etcd | $n |$line" ;;
+				fl-mx) md "| $label | - | $n |$line" ;;
+				*) md "| $label | $(db_label "$s") | $n |$line" ;;
+				esac
+			done
+		done
+	done
+	md "" "| loops | server | lockrun -x ÷ etcdctl (grants/s) | lockrun -x ÷ flock |" "| ---: | --- | ---: | ---: |"
+	: >"$T/data/cont.dat"
+	for n in "${LOOPS[@]}"; do
+		et=$(cont_g "$first" et-mx "$n") fl=$(cont_g "$first" fl-mx "$n")
+		line="$n $(cont_g "$first" lr-mx "$n") $et $fl $(cont_g "$first" lr-sem "$n") $(cont_g "$first" lr-rw "$n")"
+		for s in "${srvs[@]}"; do
+			lr=$(cont_g "$s" lr-mx "$n")
+			[[ $s == "$first" ]] || line+=" $lr"
+			[[ $lr == - ]] && continue
+			md "| $n | $(db_label "$s") | $(ratio "$lr" "$et") | $(ratio "$lr" "$fl") |"
+		done
+		echo "$line" >>"$T/data/cont.dat"
+	done
+	n=$(cont_bound_loops)
+	line=
+	for s in "${srvs[@]}"; do
+		lr=$(cont_g "$s" lr-mx "$n")
+		line+="${line:+, }lockrun on $(db_label "$s") $lr ($(ratio "$lr" "$(cont_g "$first" et-mx "$n")")× etcdctl, $(ratio "$lr" "$(cont_g "$first" fl-mx "$n")")× flock)"
+	done
+	headline "Mutex grants/s with $n loops: $line; etcdctl $(cont_g "$first" et-mx "$n"), flock $(cont_g "$first" fl-mx "$n")."
+	cont_bound_page
 	md "" "![grants per second against contenders](bench-contention.png)" ""
 	md "How measured: N loops (bash) each run \`TOOL LOCK -- stamp FILE\` until the deadline;" \
 		"stamp (bench/stamp.c) appends its start and end times (CLOCK_REALTIME, ns) to FILE with" \
@@ -173,19 +265,28 @@ section_contention() {
 # contention_plot DIR: the gnuplot commands for bench-contention.png in DIR, if the
 # section has data (bench/run's plot_all draws every plot at once).
 contention_plot() {
-	local out=$1
+	local out=$1 s c=7 first=${SERVERS[0]} on=
 	[[ -s $T/data/cont.dat ]] || return 0
+	(($(servers_run | wc -l) > 1)) && on=", $(db_label "$first")"
 	echo "set output '$out/bench-contention.png'"
 	echo "set title 'Grants per second on one lock against concurrent loops'"
 	echo "set xlabel 'concurrent loops'; set ylabel 'grants/s'; set logscale x 2"
 	# A margin around the loop counts, so that the last tic is drawn.
 	echo "set xtics ($(IFS=,; echo "${LOOPS[*]}")); set yrange [0:*]"
 	echo "set xrange [${LOOPS[0]} * 0.8:${LOOPS[-1]} * 1.25]"
-	echo "plot '$T/data/cont.dat' using 1:2 with linespoints title 'lockrun -x', \\"
+	echo "set datafile missing '-'"
+	echo "plot '$T/data/cont.dat' using 1:2 with linespoints title 'lockrun -x$on', \\"
 	echo "     '' using 1:3 with linespoints title 'etcdctl lock', \\"
 	echo "     '' using 1:4 with linespoints title 'flock', \\"
-	echo "     '' using 1:5 with linespoints title 'lockrun -s (capacity 3)', \\"
-	echo "     '' using 1:6 with linespoints title 'lockrun --read/--write'"
+	echo "     '' using 1:5 with linespoints title 'lockrun -s (capacity 3)$on', \\"
+	printf '%s' "     '' using 1:6 with linespoints title 'lockrun --read/--write$on'"
+	# lockrun -x on each other server: the columns after the first's.
+	for s in $(servers_run); do
+		[[ $s == "$first" ]] && continue
+		printf ', \\\n%s' "     '' using 1:$c with linespoints title 'lockrun -x, $(db_label "$s")'"
+		c=$((c + 1))
+	done
+	echo
 	echo "unset logscale; set xtics autofreq; set xrange [*:*]; set yrange [*:*]"
 }
 

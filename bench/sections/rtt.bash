@@ -13,7 +13,7 @@
 # headline, the plot bench-rtt.png (rtt_plot) and two rows of the targets
 # table (rtt_targets), from data/rtt.dat and data/rtt.slopes.
 # Uses bench/run's T, DB_PORT, ETCD_PORT, LOCKRUN, LRPROXY, DELAYS, N_RTT,
-# N_PROBE, BG_PIDS, SECTIONS, md, headline, log and die.
+# N_PROBE, BG_PIDS, md, headline, log and die.
 
 # proxy_start NAME TARGET_PORT: an lrproxy in front of TARGET_PORT; its port
 # is in PROXY_PORT, its control FIFO is $T/NAME.fifo. Not to be called in
@@ -129,7 +129,7 @@ section_rtt() {
 			fit(a, "lockrun -x")
 			fit(b, "etcdctl lock")
 			printf "\n" > slopes
-		}' "$T/data/rtt.dat" | tee -a "$SECTIONS"
+		}' "$T/data/rtt.dat" | md
 	local s_lr s_et
 	read -r s_lr s_et <"$T/data/rtt.slopes"
 	read -r d rtt lr et _ < <(tail -n 1 "$T/data/rtt.dat")

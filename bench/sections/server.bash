@@ -6,16 +6,21 @@
 # Measures what a run costs the database server in its own CPU time, beside
 # a plain-SQL lock (a row, a locking read and a conditional update) and
 # etcd's server: cold runs (a new process and connection each, as every
-# lockrun run is) and warm operations on one connection.
+# lockrun run is) and warm operations on one connection. Runs once per
+# database server of the run (bench/run --servers); etcd's figure only with
+# the first.
 # How: the server's user + system ticks from /proc/PID/stat before and
 # after N_SRV cold runs (N_SRV / 5 for etcd) or N_SRV_WARM statements fed to
 # one `mariadb` client, less what it spends idle over SRV_IDLE_SECS.
-# To the page: the table "Server cost" (cold, then warm), what a fleet of
-# idle holders costs, where a cold run's server time goes, a headline and
-# three rows of the targets table (server_targets), from data/srv.*.
-# Uses bench/run's T, DB_PID, DB_PORT, ETCD_PID, ETCDCTL, LOCKRUN, N_SRV,
-# N_SRV_WARM, SRV_IDLE_SECS, smoke, md, headline, db_sql, log and die.
-# shellcheck disable=SC2154 # smoke is bench/run's
+# To the page (server_page, once all servers ran): the table "Server cost"
+# (cold, then warm) with a pair of columns per server, what a fleet of idle
+# holders costs, where a cold run's server time goes, a headline and three
+# rows of the targets table (server_targets, the first server's), from
+# data/srv.SERVER.* and data/srv.etcd*.
+# Uses bench/run's T, DB_NAME, DB_FIRST, DB_PID, DB_PORT, ETCD_PID, ETCDCTL,
+# LOCKRUN, N_SRV, N_SRV_WARM, SRV_IDLE_SECS, SERVERS, smoke, md, headline,
+# db_sql, db_label, servers_run, log and die.
+# shellcheck disable=SC2154 # smoke and the DB_ variables are bench/run's
 
 # srv_ticks PID: CPU clock ticks (user + system) PID has used.
 srv_ticks() { proc_ticks "$1"; }
@@ -67,8 +72,12 @@ srv_warm() {
 	srv_ms $((b - a)) "$n" $(($(now_us) - t0)) "$SRV_IDLE" >"$out"
 }
 
+# srv_client ARG...: the `mariadb` client as lockrun's account. Without TLS,
+# as lockrun connects: the client would otherwise negotiate it with a server
+# that offers it (MySQL, MariaDB 11.4 and later make their own certificate).
 srv_client() {
-	mariadb --no-defaults -h 127.0.0.1 -P "$DB_PORT" -u lockrun -p"$(<"$T/db/lockrun.pw")" -N -B "$@"
+	mariadb --no-defaults --skip-ssl -h 127.0.0.1 -P "$DB_PORT" -u lockrun \
+		-p"$(<"$T/db/lockrun.pw")" -N -B "$@"
 }
 
 # srv_hex I: a 32-digit lowercase hex id, unique per I within this run.
@@ -83,7 +92,7 @@ UPDATE locks SET owner = 'me', until = NOW(6) + INTERVAL 30 SECOND
 SRV_PLAIN_GIVE="UPDATE locks SET owner = NULL WHERE name = 'm' AND owner = 'me';"
 
 section_server() {
-	local f=$T/data i n=$N_SRV nw=$N_SRV_WARM ne=$((N_SRV / 5)) lease
+	local f=$T/data/srv.$DB_NAME i n=$N_SRV nw=$N_SRV_WARM ne=$((N_SRV / 5)) lease
 	SRV_SALT=$((RANDOM * 32768 + RANDOM))
 	lr_admin_sql "$T/db" "CREATE DATABASE IF NOT EXISTS lrbench_plain;
 		CREATE TABLE IF NOT EXISTS lrbench_plain.locks (name VARCHAR(64) PRIMARY KEY,
@@ -123,80 +132,155 @@ section_server() {
 	"$LOCKRUN" -x srv-warm -- true
 	"$LOCKRUN" -x srv-renew -- true
 
-	# What the servers spend while nothing runs, taken off every figure.
+	# What the servers spend while nothing runs, taken off every figure;
+	# etcd's only once, with its figure.
 	SRV_IDLE=$(srv_idle "$DB_PID" "$SRV_IDLE_SECS")
-	SRV_IDLE_ETCD=$(srv_idle "$ETCD_PID" "$SRV_IDLE_SECS")
-	log "server: idle: MariaDB $SRV_IDLE, etcd $SRV_IDLE_ETCD ticks/s"
+	echo "$SRV_IDLE" >"$f.idle"
+	if ((DB_FIRST)); then
+		SRV_IDLE_ETCD=$(srv_idle "$ETCD_PID" "$SRV_IDLE_SECS")
+		echo "$SRV_IDLE_ETCD" >"$T/data/srv.etcd.idle"
+	fi
+	log "server: idle: $DB_NAME $SRV_IDLE${SRV_IDLE_ETCD:+, etcd $SRV_IDLE_ETCD} ticks/s"
 	log "server: $n uncontended runs of each, cold"
-	srv_cold "$f/srv.lockrun" "$DB_PID" "$n" "$LOCKRUN" -x srv-mx -- true
-	srv_cold "$f/srv.plain" "$DB_PID" "$n" srv_client lrbench_plain -e "$SRV_PLAIN_TAKE $SRV_PLAIN_GIVE"
-	srv_cold "$f/srv.bare" "$DB_PID" "$n" srv_client -e "SELECT 1"
-	srv_cold "$f/srv.etcd" "$ETCD_PID" "$ne" "${ETCDCTL[@]}" lock srv-mx -- true
+	srv_cold "$f.lockrun" "$DB_PID" "$n" "$LOCKRUN" -x srv-mx -- true
+	srv_cold "$f.plain" "$DB_PID" "$n" srv_client lrbench_plain -e "$SRV_PLAIN_TAKE $SRV_PLAIN_GIVE"
+	srv_cold "$f.bare" "$DB_PID" "$n" srv_client -e "SELECT 1"
+	if ((DB_FIRST)); then
+		srv_cold "$T/data/srv.etcd" "$ETCD_PID" "$ne" "${ETCDCTL[@]}" lock srv-mx -- true
+	fi
 	log "server: $nw warm pairs and renewals on one connection"
-	srv_warm "$f/srv.pair" "$nw" lockrun "$T/srv.pairs.sql"
-	srv_warm "$f/srv.renew" "$nw" lockrun "$T/srv.renew.sql"
-	srv_warm "$f/srv.plainpair" "$nw" lrbench_plain "$T/srv.plain.sql"
+	srv_warm "$f.pair" "$nw" lockrun "$T/srv.pairs.sql"
+	srv_warm "$f.renew" "$nw" lockrun "$T/srv.renew.sql"
+	srv_warm "$f.plainpair" "$nw" lrbench_plain "$T/srv.plain.sql"
 	[[ $(db_sql "SELECT COUNT(*) FROM lr_holds WHERE resource IN ('srv-warm', 'srv-renew')") == 0 ]] ||
 		die "server: the warm runs left holds behind"
-
-	local lr pl ba et pa pp re fleet
-	lr=$(<"$f/srv.lockrun") pl=$(<"$f/srv.plain") ba=$(<"$f/srv.bare") et=$(<"$f/srv.etcd")
-	pa=$(<"$f/srv.pair") pp=$(<"$f/srv.plainpair") re=$(<"$f/srv.renew")
 	# 10,000 holders at the default ttl (30 s) renew every 10 s: 1,000
 	# renewals a second, each as measured here on its warm connection.
-	fleet=$(awk -v r="$re" 'BEGIN { printf "%.1f", r * 1000 / 1000 * 100 }')
-	echo "$fleet" >"$f/srv.fleet"
+	awk -v r="$(<"$f.renew")" 'BEGIN { printf "%.1f\n", r * 1000 / 1000 * 100 }' >"$f.fleet"
+	echo "$n $nw $ne" >"$T/data/srv.sizes"
+}
+
+# srv_fig SERVER WHAT: figure WHAT of SERVER's run (data/srv.SERVER.WHAT;
+# data/srv.etcd for WHAT etcd, the same for every server), "-" if missing.
+srv_fig() {
+	local p=$T/data/srv.$1.$2
+	[[ $2 == etcd ]] && p=$T/data/srv.etcd
+	if [[ -s $p ]]; then cat "$p"; else echo -; fi
+}
+
+# srv_row LABEL WHAT BASE: a row of a server-cost table: for each server, its
+# figure WHAT and that over its figure BASE.
+srv_row() {
+	local s v line="| $1 |"
+	for s in $(servers_run); do
+		v=$(srv_fig "$s" "$2")
+		line+=" $v | $(ratio "$v" "$(srv_fig "$s" "$3")") |"
+	done
+	md "$line"
+}
+
+# srv_head FIRST RATIO: the header lines of a server-cost table, a column of
+# figures and one of ratios per server.
+srv_head() {
+	local s line="| $1 |" rule="| --- |"
+	for s in $(servers_run); do
+		line+=" $(db_label "$s"): server CPU ms | $2 |"
+		rule+=" ---: | ---: |"
+	done
+	md "$line" "$rule"
+}
+
+# srv_each FORMAT WHAT...: FORMAT (printf) filled with each server's label and
+# its figures WHAT..., joined with "; ".
+srv_each() {
+	local fmt=$1 s w out=
+	shift
+	local -a v
+	for s in $(servers_run); do
+		v=()
+		for w; do v+=("$(srv_fig "$s" "$w")"); done
+		# shellcheck disable=SC2059 # the format is the caller's
+		out+="${out:+; }$(printf "$fmt" "$(db_label "$s")" "${v[@]}")"
+	done
+	echo "$out"
+}
+
+# srv_rest SERVER: a cold run less a warm pair less a bare connect, or "-".
+srv_rest() {
+	awk -v a="$(srv_fig "$1" lockrun)" -v b="$(srv_fig "$1" pair)" -v c="$(srv_fig "$1" bare)" '
+		BEGIN { if (a c b ~ /^[0-9.]+$/) printf "%.3f", a - b - c; else printf "-" }'
+}
+
+# server_page: the section's part of the page, once every server ran.
+server_page() {
+	local n nw ne et first=${SERVERS[0]} lr pl pa pp re fleet s others=
+	read -r n nw ne <"$T/data/srv.sizes" || die "server: no figures"
+	et=$(srv_fig "$first" etcd)
 	md "## Server cost" ""
 	md "What a run costs the database server (or etcd's server): its CPU time, user + system," \
 		"from /proc/PID/stat before and after, less what it spends idle over that time" \
-		"(measured over $SRV_IDLE_SECS s just before: MariaDB $SRV_IDLE, etcd $SRV_IDLE_ETCD clock" \
-		"ticks a second), divided by the runs. Cold: each run a new" \
+		"(measured over $SRV_IDLE_SECS s just before, in clock ticks a second:" \
+		"$(srv_each '%s %s' idle); etcd $(srv_fig etcd idle)), divided by the runs. Cold: each run a new" \
 		"process and a new connection, as every lockrun run is; $n runs each ($ne for etcd)." \
 		"Warm: $nw operations on one connection of the \`mariadb\` client, through the SQL API" \
-		"with the runtime account." ""
-	md "| per run | server CPU ms | × plain-SQL lock |" "| --- | ---: | ---: |"
-	md "| \`lockrun -x NAME -- true\` (connect, acquire, release) | $lr | $(ratio "$lr" "$pl") |"
-	md "| plain-SQL lock by the \`mariadb\` client (connect, locking read + conditional update, release update) | $pl | 1.00 |"
-	md "| bare connect + \`SELECT 1\` by the \`mariadb\` client | $ba | $(ratio "$ba" "$pl") |"
-	md "| \`etcdctl lock NAME -- true\`, on the etcd server | $et | $(ratio "$et" "$pl") |"
-	md "" "| warm, per operation | server CPU ms | × plain pair |" "| --- | ---: | ---: |"
-	md "| \`lockrun_acquire\` + \`lockrun_release\` | $pa | $(ratio "$pa" "$pp") |"
-	md "| plain-SQL take + release | $pp | 1.00 |"
-	md "| \`lockrun_renew\` | $re | $(ratio "$re" "$pp") |"
+		"with the runtime account. The clients connect without TLS, as lockrun does." \
+		"Each database server ran alone in the same run, the others stopped; etcd's figure is" \
+		"measured once and set against each server's plain-SQL lock." ""
+	srv_head "per run" "× plain-SQL lock"
+	srv_row "\`lockrun -x NAME -- true\` (connect, acquire, release)" lockrun plain
+	srv_row "plain-SQL lock by the \`mariadb\` client (connect, locking read + conditional update, release update)" plain plain
+	srv_row "bare connect + \`SELECT 1\` by the \`mariadb\` client" bare plain
+	srv_row "\`etcdctl lock NAME -- true\`, on the etcd server (measured once)" etcd plain
+	md ""
+	srv_head "warm, per operation" "× plain pair"
+	srv_row "\`lockrun_acquire\` + \`lockrun_release\`" pair plainpair
+	srv_row "plain-SQL take + release" plainpair plainpair
+	srv_row "\`lockrun_renew\`" renew plainpair
 	md "" "A fleet of 10,000 idle holders at the default ttl (30 s, renewed every 10 s) sends" \
-		"1,000 renewals a second: at $re ms each, $fleet% of one server core." ""
+		"1,000 renewals a second, at the renewal's cost above: $(srv_each '%s %s%% of one server core' fleet)." ""
+	local where=
+	for s in $(servers_run); do
+		where+="${where:+; }$(db_label "$s"): $(srv_fig "$s" bare) ms, $(srv_rest "$s") ms, $(srv_fig "$s" pair) ms"
+	done
 	md "Where a cold run's server time goes, from the figures above: connection set-up (the" \
-		"bare connect) $ba ms; loading and parsing the routines the run calls, which the server" \
+		"bare connect); loading and parsing the routines the run calls, which the server" \
 		"does once per connection, and opening their tables (cold run less warm pair less bare" \
-		"connect) $(calc "$lr - $pa - $ba") ms; executing acquire and release (the warm pair) $pa ms." ""
+		"connect); executing acquire and release (the warm pair). In that order: $where." ""
 	md "How to read: the plain lock writes one row and checks nothing; a lockrun grant writes" \
 		"the resource row (its fence), the lock-log entry, its item and the hold, and the" \
 		"release ends them, inside stored procedures that check every argument and take every" \
 		"time from the server's clock (the SQL API's security boundary). The statements of the" \
 		"common acquire and release, and what each costs, are in" \
 		"[design: what a run costs the server](design/server-cost.md)." ""
-	headline "Server CPU per uncontended \`lockrun -x NAME -- true\`: $lr ms ($(ratio "$lr" "$pl")× a plain-SQL lock" \
-		"by the \`mariadb\` client, $pl ms; etcd $et ms). Warm acquire + release: $pa ms" \
-		"($(ratio "$pa" "$pp")× the plain pair); renewal $re ms; 10,000 idle holders: $fleet% of a core."
+	lr=$(srv_fig "$first" lockrun) pl=$(srv_fig "$first" plain) pa=$(srv_fig "$first" pair)
+	pp=$(srv_fig "$first" plainpair) re=$(srv_fig "$first" renew) fleet=$(srv_fig "$first" fleet)
+	for s in $(servers_run); do
+		[[ $s == "$first" ]] && continue
+		others+="; on $(db_label "$s") $(srv_fig "$s" lockrun) ms cold"
+		others+=" ($(ratio "$(srv_fig "$s" lockrun)" "$(srv_fig "$s" plain)")× its plain lock), warm pair $(srv_fig "$s" pair) ms"
+	done
+	headline "Server CPU per uncontended \`lockrun -x NAME -- true\` on $(db_label "$first"): $lr ms" \
+		"($(ratio "$lr" "$pl")× a plain-SQL lock by the \`mariadb\` client, $pl ms; etcd $et ms). Warm acquire + release: $pa ms" \
+		"($(ratio "$pa" "$pp")× the plain pair); renewal $re ms; 10,000 idle holders: $fleet% of a core$others."
 }
 
 # server_targets: the section's rows of the targets table.
 server_targets() {
-	local f=$T/data lr pl pa pp fleet
-	if [[ -s $f/srv.lockrun && -s $f/srv.plain ]]; then
-		lr=$(<"$f/srv.lockrun") pl=$(<"$f/srv.plain")
+	local f=$T/data/srv.${SERVERS[0]} lr pl pa pp fleet
+	if [[ -s $f.lockrun && -s $f.plain ]]; then
+		lr=$(<"$f.lockrun") pl=$(<"$f.plain")
 		target "server CPU per uncontended run, × plain-SQL lock" "≤ 1.5" "$(ratio "$lr" "$pl")" "$(calc "$lr <= 1.5 * $pl")"
 	else
 		target "server CPU per uncontended run, × plain-SQL lock" "≤ 1.5" - ""
 	fi
-	if [[ -s $f/srv.pair && -s $f/srv.plainpair ]]; then
-		pa=$(<"$f/srv.pair") pp=$(<"$f/srv.plainpair")
+	if [[ -s $f.pair && -s $f.plainpair ]]; then
+		pa=$(<"$f.pair") pp=$(<"$f.plainpair")
 		target "server CPU per warm acquire + release, × plain pair" "≤ 2" "$(ratio "$pa" "$pp")" "$(calc "$pa <= 2 * $pp")"
 	else
 		target "server CPU per warm acquire + release, × plain pair" "≤ 2" - ""
 	fi
-	if [[ -s $f/srv.fleet ]]; then
-		fleet=$(<"$f/srv.fleet")
+	if [[ -s $f.fleet ]]; then
+		fleet=$(<"$f.fleet")
 		target "10,000 idle holders at the default ttl, share of one server core" "≤ 10%" "$fleet%" "$(calc "$fleet <= 10")"
 	else
 		target "10,000 idle holders at the default ttl, share of one server core" "≤ 10%" - ""
