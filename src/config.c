@@ -31,6 +31,7 @@ void lr_config_init(struct lr_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->db.connect_timeout = 5;
+	cfg->db.galera_writer = true;
 	cfg->db.read_timeout = 10;
 	cfg->db.write_timeout = 10;
 	cfg->lock.ttl = 30;
@@ -253,8 +254,9 @@ static int handle_database(struct parse *ps, const char *name, const char *v)
 		                   : &db->write_timeout) = (unsigned)lr_duration_ceil(d);
 		return 1;
 	}
-	if (strcmp(name, "ssl_verify_server_cert") == 0) {
-		if (!parse_bool(v, &db->ssl_verify_server_cert))
+	if (strcmp(name, "ssl_verify_server_cert") == 0 || strcmp(name, "galera_writer") == 0) {
+		if (!parse_bool(v,
+		                name[0] == 's' ? &db->ssl_verify_server_cert : &db->galera_writer))
 			return fail(ps, "%s: '%s' is not a boolean (true/false)", name, v);
 		return 1;
 	}

@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "strbuf.h"
+#include "writer.h"
 
 /* The oldest servers the schema installs on: MariaDB 10.6 (JSON_TABLE, which
  * the routines keep a request's items in) and MySQL 8.4, the oldest MySQL
@@ -66,6 +67,9 @@ struct lr_db {
 	bool any_server;     /* keep a connection to any server (lr_db_allow_any_server) */
 	size_t first_host;   /* where the next connect starts in the host list */
 	size_t cur_host;     /* the host of the current connection */
+	int galera;          /* the hosts are Galera nodes: -1 not known yet, 0 no, 1 yes */
+	bool following;      /* connecting to the Galera writer (follow_writer) */
+	char **host_ips;     /* per configured host, its addresses joined by spaces, or NULL */
 	unsigned generation; /* bumped by every successful connect */
 	unsigned err;
 	char errmsg[1024];
@@ -140,6 +144,7 @@ lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
 	db->p = params;
 	db->poll_fd = -1;
 	db->probe = true;
+	db->galera = -1;
 	db->wait_timer = malloc(sizeof(*db->wait_timer));
 	db->deadline = malloc(sizeof(*db->deadline));
 	if (!db->wait_timer || !db->deadline) {
@@ -198,6 +203,10 @@ void lr_db_destroy(lr_db *db)
 	lr_db_disconnect(db);
 	uv_close((uv_handle_t *)db->wait_timer, free_handle);
 	uv_close((uv_handle_t *)db->deadline, free_handle);
+	if (db->host_ips)
+		for (size_t h = 0; h < db->p->nhosts; h++)
+			free(db->host_ips[h]);
+	free(db->host_ips);
 	free(db);
 }
 
@@ -681,10 +690,108 @@ static bool connect_host(lr_db *db, const char *host)
 	return ok;
 }
 
+/* Whether configured host H has the address IP: its name is IP, or one
+ * of the addresses it resolves to, looked up once per handle (a failed
+ * lookup is tried again next time). For lr_writer_pick. */
+static bool host_has_ip(size_t h, const char *ip, void *arg)
+{
+	lr_db *db = arg;
+	const char *host = db->p->hosts[h];
+	struct addrinfo *ai = NULL, *a;
+	struct lr_sb ips;
+	char buf[64];
+	unsigned err = db->err;
+	char errmsg[sizeof(db->errmsg)];
+
+	if (is_socket_host(host))
+		return false;
+	if (strcmp(host, ip) == 0)
+		return true;
+	if (!db->host_ips && !(db->host_ips = calloc(db->p->nhosts, sizeof(char *))))
+		return false;
+	if (!db->host_ips[h]) {
+		memcpy(errmsg, db->errmsg, sizeof(errmsg));
+		if (resolve(db, host, &ai)) {
+			lr_sb_init(&ips);
+			for (a = ai; a; a = a->ai_next) {
+				const void *addr =
+				    a->ai_family == AF_INET
+				        ? (const void *)&((struct sockaddr_in *)(void *)a->ai_addr)
+				              ->sin_addr
+				        : (const void *)&((struct sockaddr_in6 *)(void *)a->ai_addr)
+				              ->sin6_addr;
+				if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
+					continue;
+				uv_inet_ntop(a->ai_family, addr, buf, sizeof(buf));
+				lr_sb_printf(&ips, " %s ", buf);
+			}
+			uv_freeaddrinfo(ai);
+			db->host_ips[h] = ips.oom ? NULL : strdup(lr_sb_str(&ips));
+			lr_sb_finish(&ips);
+		}
+		/* A lookup that failed is no error of the connection's. */
+		db->err = err;
+		memcpy(db->errmsg, errmsg, sizeof(errmsg));
+	}
+	if (!db->host_ips[h])
+		return false;
+	snprintf(buf, sizeof(buf), " %s ", ip);
+	return strstr(db->host_ips[h], buf) != NULL;
+}
+
+/*
+ * On a Galera cluster, moves the new connection to the cluster's writer
+ * node (writer.h says why and which), when more than one host is
+ * configured and the writer is another of them: every lockrun of the
+ * cluster then sends its lock calls to one node. Asked after each new
+ * connection, so that when the writer leaves the cluster, the reconnect
+ * that follows finds the next one. Nothing here decides correctness:
+ * clients that briefly disagree are kept safe by certification. Costs one
+ * query per connection on MariaDB (none once a server said it is not a
+ * Galera node, none on MySQL), plus a second connect when it moves; a name
+ * lookup per configured host the first time. A failure to ask keeps the
+ * connection; a writer that does not answer is passed over for the next
+ * host in order, as by any connect.
+ */
+static void follow_writer(lr_db *db)
+{
+	long w = -1;
+	const char *status = NULL, *members = NULL;
+	MYSQL_ROW row;
+
+	if (!db->p->galera_writer || db->p->nhosts < 2 || db->galera == 0 || db->following ||
+	    lr_db_is_mysql(db))
+		return;
+	if (!lr_db_query(db, "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM "
+	                     "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN "
+	                     "('WSREP_CLUSTER_STATUS', 'WSREP_INCOMING_ADDRESSES')")) {
+		db->err = 0;
+		return;
+	}
+	while ((row = lr_db_fetch(db)))
+		if (row[0] && row[1])
+			*(strcmp(row[0], "WSREP_CLUSTER_STATUS") == 0 ? &status : &members) =
+			    row[1];
+	db->galera = status != NULL;
+	if (status && members && strcmp(status, "Primary") == 0)
+		w = lr_writer_pick(members, db->p->nhosts, db->p->port ? db->p->port : 3306,
+		                   host_has_ip, db);
+	if (w < 0 || (size_t)w == db->cur_host)
+		return;
+	lr_log_debug("%s: the Galera cluster's writer node is %s: moving there", db->server,
+	             db->p->hosts[w]);
+	db->first_host = (size_t)w;
+	db->following = true;
+	if (!lr_db_connect(db))
+		lr_log_debug("could not move to the writer node: %s", db->errmsg);
+	db->following = false;
+}
+
 /*
  * Connects to the first configured host that answers, in order. On failure
  * the error names every host tried and why each failed. Costs one name
  * lookup per host plus the handshake; at most connect_timeout per address.
+ * On a Galera cluster, it then moves to the writer node (follow_writer).
  */
 bool lr_db_connect(lr_db *db)
 {
@@ -718,8 +825,11 @@ bool lr_db_connect(lr_db *db)
 	if (!ok && n > 1)
 		set_error(db, first_err, "any database host: %s", lr_sb_str(&why));
 	lr_sb_finish(&why);
-	if (ok)
+	if (ok) {
 		lr_log_debug("connected to %s", db->server);
+		follow_writer(db);
+		ok = db->m != NULL;
+	}
 	return ok;
 }
 

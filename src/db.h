@@ -6,7 +6,7 @@
  * Every operation has a deadline; a hung server costs at most that long.
  * This module knows nothing about locks.
  *
- * May use: log, strbuf.
+ * May use: log, strbuf, writer.
  */
 #ifndef LR_DB_H
 #define LR_DB_H
@@ -33,6 +33,7 @@ struct lr_db_params {
 	char *ssl_cert;
 	char *ssl_key;
 	bool ssl_verify_server_cert;
+	bool galera_writer;       /* on Galera, move to the cluster's writer node (writer.h) */
 	unsigned connect_timeout; /* seconds, all > 0 */
 	unsigned read_timeout;
 	unsigned write_timeout;

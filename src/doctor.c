@@ -40,13 +40,12 @@ enum {
 	V_TZ,
 	V_SYS_TZ,
 	V_WSREP,
-	V_LWT,
 	V_GENERAL_LOG,
 	NVARS
 };
-static const char *const var_names[NVARS] = {
-    "version",   "version_comment",  "read_only", "super_read_only",          "wait_timeout",
-    "time_zone", "system_time_zone", "wsrep_on",  "innodb_lock_wait_timeout", "general_log"};
+static const char *const var_names[NVARS] = {"version",          "version_comment", "read_only",
+                                             "super_read_only",  "wait_timeout",    "time_zone",
+                                             "system_time_zone", "wsrep_on",        "general_log"};
 
 struct doctor {
 	lr_db *db;
@@ -95,7 +94,7 @@ static bool read_vars(struct doctor *d)
 	if (!lr_db_query(d->db, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', "
 	                        "'version_comment', 'read_only', 'super_read_only', "
 	                        "'wait_timeout', 'time_zone', 'system_time_zone', 'wsrep_on', "
-	                        "'innodb_lock_wait_timeout', 'general_log')"))
+	                        "'general_log')"))
 		return false;
 	while ((row = lr_db_fetch(d->db)))
 		for (int i = 0; i < NVARS; i++)
@@ -149,24 +148,22 @@ static void check_group(struct doctor *d)
 		    "MySQL, not in a Group Replication group: --named locks (GET_LOCK) are usable");
 }
 
-/* The longest innodb_lock_wait_timeout doctor accepts on a Galera node. */
-#define GALERA_LWT_MAX 10
-
 /* Galera: the table locks are safe (every grant writes the rows it
  * decides on, and certification aborts all but one writer); GET_LOCK is
- * local to a node, so --named is refused there. Contended lock rows meet
- * a flaw of the server: an applier that needs a row a local COMMIT holds,
- * while flow control keeps that COMMIT from replicating, waits for its
- * lock wait timeout, and the whole cluster with it (doc/production.md,
- * "Galera"). lockrun's routines set 2 s for their own sessions; the
- * appliers take the global value when they start, so it must be short in
- * the server's configuration. */
+ * local to a node, so --named is refused there. Contended lock rows
+ * written on several nodes meet a flaw of the server: an applier that
+ * needs a row a local COMMIT holds, while flow control keeps that COMMIT
+ * from replicating, waits for its lock wait timeout, and the whole cluster
+ * with it (doc/production.md, "Galera"). lockrun sends its lock calls to
+ * the cluster's writer node (src/writer.h) when its configuration lists
+ * more than one node; with one, it writes where it is told, and clients
+ * told other nodes write beside it: that is what is warned about. */
 static void check_galera(struct doctor *d)
 {
 	MYSQL_ROW row;
 	char size[32] = "?", state[64] = "?";
 	bool ready = false;
-	double lwt;
+	const struct lr_db_params *p = d->o->params;
 
 	if (d->mysql) {
 		check_group(d);
@@ -199,19 +196,18 @@ static void check_galera(struct doctor *d)
 		    "Galera node (state %s, cluster size %s): locks are safe across the "
 		    "cluster; --named locks are node-local, so lockrun refuses them here",
 		    state, size);
-	lwt = d->var[V_LWT] ? strtod(d->var[V_LWT], NULL) : 0;
-	if (lwt > GALERA_LWT_MAX)
-		say(d, "galera", SEV_WARN,
-		    "innodb_lock_wait_timeout is %.0f s: under contention a node's applier can "
-		    "wait that long for a local COMMIT that flow control holds back, and the whole "
-		    "cluster stalls meanwhile; set it to 5 in every node's server configuration "
-		    "(the appliers read it when they start; see doc/production.md, Galera)",
-		    lwt);
-	else
+	if (p && p->nhosts > 1)
 		say(d, "galera", SEV_OK,
-		    "innodb_lock_wait_timeout %.0f s: bounds how long an applier waits for a "
-		    "held-back COMMIT",
-		    lwt);
+		    "[database] host lists %zu nodes: lockrun sends its lock calls to the "
+		    "cluster's writer node, the first member the cluster reports that the list "
+		    "names, so all clients that list it write on one node",
+		    p->nhosts);
+	else if (strcmp(size, "1") != 0)
+		say(d, "galera", SEV_WARN,
+		    "[database] host names one node: lockrun writes there, and clients that name "
+		    "other nodes write the same rows beside it, which under contention can stall "
+		    "the whole cluster; list every node, so that all clients write on the writer "
+		    "node (doc/production.md, Galera)");
 }
 
 /*

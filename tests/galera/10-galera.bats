@@ -113,7 +113,11 @@ workers() {
 	for ((w = 1; w <= nw; w++)); do
 		(
 			lr_close_fds
-			conf=$LR_GALERA/node$(((w - 1) % 3 + 1)).conf
+			# Each worker is set up beside a node and lists every
+			# node, its own first: lockrun sends the calls to the
+			# writer node (every node listed alone would make all
+			# three write the same rows, which can stall the cluster).
+			conf=$LR_GALERA/local$(((w - 1) % 3 + 1)).conf
 			for ((r = 1; r <= runs; r++)); do
 				rc=0
 				# A run takes seconds; `timeout` turns a hung lockrun
@@ -200,6 +204,15 @@ tokens_ok() {
 	assert_equal "$other" 0
 }
 
+# longest_gap NAME: the longest time between two grants of NAME, by the
+# lock log's grant times (the writer's clock), in seconds: a stall of the
+# cluster shows as a gap (printed, not judged: a figure, not a verdict).
+longest_gap() {
+	gsql 1 "SELECT COALESCE(ROUND(MAX(gap) / 1e6, 1), 0) FROM (SELECT TIMESTAMPDIFF(MICROSECOND,
+		LAG(g.acquired_at) OVER (ORDER BY g.acquired_at), g.acquired_at) gap
+		FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id WHERE i.resource = '$1') t"
+}
+
 @test "capacity 1, 300 grants from 30 contenders on 3 nodes: never 2 inside" {
 	ctl set g1 1
 	local before t0
@@ -225,7 +238,8 @@ tokens_ok() {
 	done
 	assert_equal "${sums[1]}" "${sums[0]}"
 	assert_equal "${sums[2]}" "${sums[0]}"
-	echo "# g1: $(($(conflicts) - before)) Galera conflicts (certification failures + BF aborts) resolved" >&3
+	echo "# g1: $(($(conflicts) - before)) Galera conflicts (certification failures + BF aborts) resolved;" \
+		"longest gap between grants $(longest_gap g1) s" >&3
 }
 
 @test "capacity 3, 300 grants from 30 contenders on 3 nodes: never 4 inside, and more than 1" {
@@ -244,7 +258,7 @@ tokens_ok() {
 	((max >= 2)) || fail "never more than one inside: not a semaphore of 3"
 	assert_equal "$(holds_everywhere)" "$(printf '1 0\n2 0\n3 0')"
 	tokens_ok 1 g3 300
-	echo "# g3: at most $max inside at once" >&3
+	echo "# g3: at most $max inside at once; longest gap between grants $(longest_gap g3) s" >&3
 }
 
 @test "control: the judge reports an overlap (same workload, children not under lockrun)" {
@@ -530,8 +544,10 @@ lagging_run() {
 		(exec 9<>"/dev/tcp/127.0.0.4/$GALERA_SQL_PORT") 2>/dev/null && break
 		sleep 0.1
 	done
+	# In the order listed: the writer node must not pull the client off the
+	# proxy to node 1 before the test means it to go to node 2.
 	lr_galera_conf "$LR_GALERA" "$work/lag.conf" "127.0.0.4, 127.0.0.2" \
-		"connect_timeout = 2" "read_timeout = 3" "write_timeout = 3"
+		"connect_timeout = 2" "read_timeout = 3" "write_timeout = 3" "galera_writer = false"
 
 	lag_node2
 	(
@@ -657,15 +673,78 @@ teardown() {
 	assert_equal "$(gsql 2 "SELECT COUNT(*), MIN(server) LIKE 'galera:%', MAX(quarantine_until) <= UTC_TIMESTAMP(6) FROM lr_epochs")" "$(printf '1\t1\t1')"
 }
 
-@test "doctor on a Galera node: a 5 s lock wait timeout passes, the default 50 s is warned about" {
-	run "$LOCKRUNCTL" -c "$LR_GALERA/node1.conf" doctor
+@test "doctor on a Galera node: every node listed passes, one node alone is warned about; no server setting asked" {
+	assert_equal "$(gsql 1 "SELECT @@GLOBAL.innodb_lock_wait_timeout")" 50
+	run "$LOCKRUNCTL" -c "$LR_GALERA/local2.conf" doctor
 	assert_success
 	assert_line --regexp '^ok +galera +Galera node \(state Synced, cluster size 3\)'
-	assert_line --regexp '^ok +galera +innodb_lock_wait_timeout 5 s: bounds how long'
-	gsql 1 "SET GLOBAL innodb_lock_wait_timeout = 50"
+	assert_line --regexp "^ok +galera +\[database\] host lists 3 nodes: lockrun sends its lock calls"
+	refute_output --partial innodb_lock_wait_timeout
 	run "$LOCKRUNCTL" -c "$LR_GALERA/node1.conf" doctor
-	gsql 1 "SET GLOBAL innodb_lock_wait_timeout = 5"
 	assert_success
-	assert_line --regexp '^WARN +galera +innodb_lock_wait_timeout is 50 s: under contention a'
+	assert_line --regexp '^WARN +galera +\[database\] host names one node: lockrun writes there'
 	assert_line --regexp '^no problems, [1-9][0-9]* warnings?$'
+}
+
+# calls N...: how many CALL statements each of nodes N... has served.
+calls() {
+	local n
+	for n; do
+		gsql "$n" "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+			WHERE VARIABLE_NAME = 'COM_CALL_PROCEDURE'"
+	done | paste -sd' '
+}
+
+# writer_of N...: the node the CALLs of one lockrun run through each of
+# localN.conf went to, if all went to one of nodes N... (else it fails).
+writer_of() {
+	local before after k served=()
+	read -ra before <<<"$(calls "$@")"
+	for k in 1 2 3; do
+		"$LOCKRUN" -c "$LR_GALERA/local$k.conf" -w 30 -x gw -- true || return 1
+	done
+	read -ra after <<<"$(calls "$@")"
+	local args=("$@")
+	for ((k = 0; k < $#; k++)); do
+		if ((after[k] > before[k])); then served+=("${args[k]}"); fi
+	done
+	((${#served[@]} == 1)) || {
+		echo "CALLs went to nodes '${served[*]}' (before ${before[*]}, after ${after[*]})" >&2
+		return 1
+	}
+	echo "${served[0]}"
+}
+
+@test "writer: clients listing the nodes in any order send their calls to one node; without it, to the next" {
+	local w first w2 k rest=()
+	w=$(writer_of 1 2 3)
+	# The first member the cluster reports (the same on every node).
+	first=$(gsql 2 "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+		WHERE VARIABLE_NAME = 'WSREP_INCOMING_ADDRESSES'")
+	first=${first%%,*}
+	assert_equal "${first%:*}" "$(lr_galera_addr "$w")"
+	echo "# writer: node $w (members: $(gsql 2 "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+		WHERE VARIABLE_NAME = 'WSREP_INCOMING_ADDRESSES'"))" >&3
+	# The writer dies: clients whose list starts with it connect to their
+	# next node, and all of them move to the new writer.
+	lr_galera_kill "$LR_GALERA" "$w"
+	for k in 1 2 3; do ((k == w)) || rest+=("$k"); done
+	lr_galera_wait_cluster "$LR_GALERA" 2 30 "${rest[@]}"
+	w2=$(writer_of "${rest[@]}")
+	echo "# node $w killed: the writer is node $w2" >&3
+	# A node listed alone is written where it is told: no move.
+	local before after
+	read -ra before <<<"$(calls "${rest[@]}")"
+	local other=${rest[0]}
+	((other != w2)) || other=${rest[1]}
+	run -0 "$LOCKRUN" -c "$LR_GALERA/node$other.conf" -x gw -- true
+	read -ra after <<<"$(calls "${rest[@]}")"
+	local i
+	for i in 0 1; do
+		if ((rest[i] == other)); then
+			((after[i] > before[i])) || fail "node $other served no CALL"
+		else
+			assert_equal "${after[i]}" "${before[i]}"
+		fi
+	done
 }

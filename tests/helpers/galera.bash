@@ -8,6 +8,8 @@
 #   CDIR/cluster.env          ports, sourced by the functions below
 #   CDIR/lockrun.pw           password of the 'lockrun'@'%' account
 #   CDIR/nodeN.conf           lockrun config talking to node N only
+#   CDIR/localN.conf          every node, node N first: a client set up beside
+#                             node N (lockrun sends its calls to the writer node)
 #   CDIR/all.conf             host = 127.0.0.1, 127.0.0.2, 127.0.0.3
 #   CDIR/admin.conf           root over node 1's socket (for lockrunctl init)
 #
@@ -113,10 +115,10 @@ lr_galera_wait_cluster() {
 	return 1
 }
 
-# The mariadbd arguments of node N (after server.bash's own). The lock wait
-# timeout is the one doc/production.md asks of a Galera cluster that
-# lockrun uses: with the default 50 s, an applier that waits for a local
-# COMMIT which flow control holds back stalls the whole cluster that long.
+# The mariadbd arguments of node N (after server.bash's own): what a
+# Galera node needs, and the servers' defaults for everything else,
+# innodb_lock_wait_timeout (50 s) among them, as lockrun asks nothing more
+# of a cluster (doc/production.md, Galera).
 _lr_galera_args() {
 	local cdir=$1 n=$2 i addr members=
 	_lr_galera_env "$cdir"
@@ -142,8 +144,7 @@ _lr_galera_args() {
 		--binlog-format=ROW \
 		--innodb-autoinc-lock-mode=2 \
 		--default-storage-engine=InnoDB \
-		--innodb-buffer-pool-size=32M \
-		--innodb-lock-wait-timeout=5
+		--innodb-buffer-pool-size=32M
 }
 
 # lr_galera_node_start CDIR N [--wsrep-new-cluster]: start node N (join the
@@ -238,8 +239,14 @@ lr_galera_start() {
 			database = lockrun
 		EOF
 	) || return 1
+	local k hosts
 	for ((n = 1; n <= LR_GALERA_NODES; n++)); do
 		lr_galera_conf "$cdir" "$cdir/node$n.conf" "$(lr_galera_addr "$n")" || return 1
+		hosts=
+		for ((k = 0; k < LR_GALERA_NODES; k++)); do
+			hosts+="${hosts:+, }$(lr_galera_addr $(((n - 1 + k) % LR_GALERA_NODES + 1)))"
+		done
+		lr_galera_conf "$cdir" "$cdir/local$n.conf" "$hosts" || return 1
 	done
 	lr_galera_conf "$cdir" "$cdir/all.conf" \
 		"$(lr_galera_addr 1), $(lr_galera_addr 2), $(lr_galera_addr 3)" || return 1
