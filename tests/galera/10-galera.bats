@@ -102,17 +102,26 @@ waitall() {
 	for p; do wait "$p" || true; done
 }
 
-# workers FILE NAME WORKERS RUNS SECS: WORKERS concurrent loops of RUNS runs
-# each of `lockrun -v -s NAME` on node (w mod 3) + 1, the child recording
-# itself in FILE and staying SECS. Each run's "WORKER RUN STATUS" goes to
-# $rcs, lockrun's log to $work/stderr (see poll_report), and the log of a
-# run that failed to $work/failed too (statuses_are shows it).
+# workers FILE NAME WORKERS RUNS SECS [SPEC]: WORKERS concurrent loops of
+# RUNS runs each of `lockrun -v -s NAME` beside node (w mod 3) + 1, the
+# child recording itself in FILE and staying SECS. With SPEC, a function:
+# `SPEC W` prints worker W's lock options and its record item (NAME or
+# NAME:WEIGHT), separated by "|", instead. Each run's "WORKER RUN STATUS"
+# goes to $rcs, lockrun's log to $work/stderr (see poll_report), and the
+# log of a run that failed to $work/failed too (statuses_are shows it).
 workers() {
-	local file=$1 name=$2 nw=$3 runs=$4 secs=$5 w cmd pids=()
-	cmd=$(rec_cmd "$file" "$name" -- "$secs")
+	local file=$1 name=$2 nw=$3 runs=$4 secs=$5 spec=${6:-} w cmd pids=()
 	for ((w = 1; w <= nw; w++)); do
 		(
 			lr_close_fds
+			local -a lockopt=(-s "$name")
+			local item=$name sp
+			if [[ -n $spec ]]; then
+				sp=$("$spec" "$w")
+				read -ra lockopt <<<"${sp%%|*}"
+				item=${sp#*|}
+			fi
+			cmd=$(rec_cmd "$file" "$item" -- "$secs")
 			# Each worker is set up beside a node and lists every
 			# node, its own first: lockrun sends the calls to the
 			# writer node (every node listed alone would make all
@@ -122,7 +131,7 @@ workers() {
 				rc=0
 				# A run takes seconds; `timeout` turns a hung lockrun
 				# into a failed run (124) instead of a hung test.
-				timeout -k 10 150 "$LOCKRUN" -v -c "$conf" -w 120 -s "$name" -- \
+				timeout -k 10 150 "$LOCKRUN" -v -c "$conf" -w 120 "${lockopt[@]}" -- \
 					sh -c "$cmd" 2>"$work/err.w$w" || rc=$?
 				cat "$work/err.w$w" >>"$work/stderr"
 				if ((rc)); then
@@ -259,6 +268,44 @@ longest_gap() {
 	assert_equal "$(holds_everywhere)" "$(printf '1 0\n2 0\n3 0')"
 	tokens_ok 1 g3 300
 	echo "# g3: at most $max inside at once; longest gap between grants $(longest_gap g3) s" >&3
+}
+
+# Worker W of the mixed test: odd ones ask 2 permits of gm, even ones 1.
+mixed_sem() {
+	if (($1 % 2)); then echo "-s gm:2|gm:2"; else echo "-s gm:1|gm:1"; fi
+}
+
+# Worker W of the read-write test: one in five writes. A writer weighs 100
+# in the records, so that the judge's limit of 100 allows one writer alone
+# or readers alone, never both.
+mixed_rw() {
+	if (($1 % 5 == 0)); then echo "--write grw|grw:100"; else echo "--read grw|grw:1"; fi
+}
+
+@test "capacity 3 with requests of 1 and 2 permits, and a read-write lock, from 30 contenders: never over" {
+	ctl set gm 3
+	local max t0=$EPOCHREALTIME
+	workers "$rec" gm 30 6 0.1 mixed_sem
+	poll_report gm "$(echo "$EPOCHREALTIME - $t0" | bc)"
+	statuses_are "180 0"
+	run judge "$rec" gm 3
+	assert_success
+	max=$(rec_max "$rec" gm)
+	((max >= 2)) || fail "never more than one permit in use"
+	tokens_ok 1 gm 180
+	echo "# gm: at most $max permits in use; longest gap between grants $(longest_gap gm) s" >&3
+	: >"$rcs"
+	t0=$EPOCHREALTIME
+	workers "$rec" grw 30 6 0.1 mixed_rw
+	poll_report grw "$(echo "$EPOCHREALTIME - $t0" | bc)"
+	statuses_are "180 0"
+	run judge "$rec" grw 100
+	assert_success
+	max=$(awk '$2 == "grw" && $1 == "enter" && $3 == 1 { u++; if (u > m) m = u }
+		$2 == "grw" && $1 == "leave" && $3 == 1 { u-- } END { print m + 0 }' "$rec")
+	((max >= 2)) || fail "readers never shared the lock"
+	assert_equal "$(holds_everywhere)" "$(printf '1 0\n2 0\n3 0')"
+	echo "# grw: up to $max readers at once; longest gap between grants $(longest_gap grw) s" >&3
 }
 
 @test "control: the judge reports an overlap (same workload, children not under lockrun)" {
