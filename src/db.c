@@ -772,7 +772,8 @@ static void follow_writer(lr_db *db)
 		if (row[0] && row[1])
 			*(strcmp(row[0], "WSREP_CLUSTER_STATUS") == 0 ? &status : &members) =
 			    row[1];
-	db->galera = status != NULL;
+	/* MariaDB without Galera reports the status too, as Disconnected. */
+	db->galera = status && strcmp(status, "Disconnected") != 0;
 	if (status && members && strcmp(status, "Primary") == 0)
 		w = lr_writer_pick(members, db->p->nhosts, db->p->port ? db->p->port : 3306,
 		                   host_has_ip, db);
