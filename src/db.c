@@ -162,8 +162,8 @@ lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
 
 /* A second, unconnected handle on the same loop and parameters: for a
  * statement that must run on a connection of its own (one that may be
- * KILLed, say). Settings (cancel flag, probe) are copied; the idle watch is
- * not. */
+ * KILLed, say). Settings (cancel flag, probe) and whether the hosts are
+ * Galera nodes are copied; the idle watch is not. */
 lr_db *lr_db_create_sibling(const lr_db *db)
 {
 	lr_db *s = lr_db_create(db->loop, db->p);
@@ -171,6 +171,7 @@ lr_db *lr_db_create_sibling(const lr_db *db)
 	if (s) {
 		s->cancel = db->cancel;
 		s->probe = db->probe;
+		s->galera = db->galera;
 	}
 	return s;
 }
@@ -653,6 +654,21 @@ static bool is_socket_host(const char *h)
 	return !h || !*h || strcmp(h, "localhost") == 0;
 }
 
+/* A resolved address as text into buf (64 bytes); false for a family
+ * other than IPv4 and IPv6. */
+static bool addr_text(const struct addrinfo *a, char *buf, size_t len)
+{
+	const void *addr;
+
+	if (a->ai_family == AF_INET)
+		addr = &((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr;
+	else if (a->ai_family == AF_INET6)
+		addr = &((struct sockaddr_in6 *)(void *)a->ai_addr)->sin6_addr;
+	else
+		return false;
+	return uv_inet_ntop(a->ai_family, addr, buf, len) == 0;
+}
+
 /* Tries every address of one configured host, in the resolver's order. */
 static bool connect_host(lr_db *db, const char *host)
 {
@@ -669,14 +685,8 @@ static bool connect_host(lr_db *db, const char *host)
 	if (!resolve(db, host, &ai))
 		return false;
 	for (a = ai; a && !ok; a = a->ai_next) {
-		const void *addr;
-		if (a->ai_family == AF_INET)
-			addr = &((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr;
-		else if (a->ai_family == AF_INET6)
-			addr = &((struct sockaddr_in6 *)(void *)a->ai_addr)->sin6_addr;
-		else
+		if (!addr_text(a, ip, sizeof(ip)))
 			continue;
-		uv_inet_ntop(a->ai_family, addr, ip, sizeof(ip));
 		if (strcmp(host, ip) == 0)
 			snprintf(label, sizeof(label),
 			         a->ai_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
@@ -713,18 +723,9 @@ static bool host_has_ip(size_t h, const char *ip, void *arg)
 		memcpy(errmsg, db->errmsg, sizeof(errmsg));
 		if (resolve(db, host, &ai)) {
 			lr_sb_init(&ips);
-			for (a = ai; a; a = a->ai_next) {
-				const void *addr =
-				    a->ai_family == AF_INET
-				        ? (const void *)&((struct sockaddr_in *)(void *)a->ai_addr)
-				              ->sin_addr
-				        : (const void *)&((struct sockaddr_in6 *)(void *)a->ai_addr)
-				              ->sin6_addr;
-				if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
-					continue;
-				uv_inet_ntop(a->ai_family, addr, buf, sizeof(buf));
-				lr_sb_printf(&ips, " %s ", buf);
-			}
+			for (a = ai; a; a = a->ai_next)
+				if (addr_text(a, buf, sizeof(buf)))
+					lr_sb_printf(&ips, " %s ", buf);
 			uv_freeaddrinfo(ai);
 			db->host_ips[h] = ips.oom ? NULL : strdup(lr_sb_str(&ips));
 			lr_sb_finish(&ips);
@@ -765,7 +766,11 @@ static void follow_writer(lr_db *db)
 	if (!lr_db_query(db, "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM "
 	                     "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN "
 	                     "('WSREP_CLUSTER_STATUS', 'WSREP_INCOMING_ADDRESSES')")) {
-		db->err = 0;
+		/* Still connected: the first real statement meets the error
+		 * (a node not ready, 1047) and is retried as ever. A lost
+		 * connection keeps its error: the connect failed. */
+		if (db->m)
+			db->err = 0;
 		return;
 	}
 	while ((row = lr_db_fetch(db)))

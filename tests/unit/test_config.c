@@ -45,7 +45,8 @@ int main(void)
 	snprintf(text, sizeof(text),
 	         "; comment\n[database]\nhost = db1, db2 ,db3\nport = 3307\nuser = lr\n"
 	         "password_file = %s\ndatabase = locks\nssl_ca = /ca.pem\n"
-	         "ssl_verify_server_cert = yes\nconnect_timeout = 2\nread_timeout = 7\n"
+	         "ssl_verify_server_cert = yes\ngalera_writer = off\nconnect_timeout = 2\n"
+	         "read_timeout = 7\n"
 	         "write_timeout = 8\n[lock]\nttl = 12.5\nwait = forever\nkill_after = 1\n"
 	         "conflict_exit_code = 0\non_lost = ignore\n",
 	         pwfile);
@@ -58,6 +59,7 @@ int main(void)
 	   "numbers");
 	is_str(cfg.db.password, "s3cret", "password read from password_file, newline dropped");
 	ok(cfg.db.ssl_verify_server_cert, "boolean");
+	ok(!cfg.db.galera_writer, "galera_writer off");
 	ok(cfg.lock.ttl == 12.5 && cfg.lock.wait < 0 && cfg.lock.kill_after == 1 &&
 	       cfg.lock.conflict_exit == 0 && cfg.lock.on_lost == LR_ON_LOST_IGNORE,
 	   "[lock] defaults");
@@ -103,6 +105,10 @@ int main(void)
 	p = write_file("bad8.conf", "[database]\nssl_verify_server_cert = perhaps\n", 0600);
 	ok(!load(&cfg, p) && strstr(cfg.err, ":2: ssl_verify_server_cert") != NULL, "bad bool: %s",
 	   cfg.err);
+	p = write_file("bad8g.conf", "[database]\ngalera_writer = perhaps\n", 0600);
+	ok(!load(&cfg, p) &&
+	       strstr(cfg.err, ":2: galera_writer: 'perhaps' is not a boolean") != NULL,
+	   "bad galera_writer: %s", cfg.err);
 	p = write_file("bad9.conf", "[database]\npassword_file = /nonexistent/pw\n", 0600);
 	ok(!load(&cfg, p) && strstr(cfg.err, "/nonexistent/pw") != NULL,
 	   "missing password file: %s", cfg.err);
@@ -116,6 +122,7 @@ int main(void)
 	ok(lr_config_load(&cfg, NULL), "$LOCKRUN_CONFIG is read");
 	is_str(cfg.db.user, "fromenv", "its values apply");
 	is_str(cfg.db.database, "lockrun", "database defaults to lockrun");
+	ok(cfg.db.galera_writer, "galera_writer defaults to true");
 	lr_config_finish(&cfg);
 	lr_config_init(&cfg);
 	p = write_file("explicit.conf", "[database]\nuser = explicit\n", 0600);

@@ -1,7 +1,6 @@
 /* The Galera writer's choice (writer.h): the first member of the
  * cluster's list that the configuration names, whatever order the
  * configuration lists the nodes in, by address or by a looked-up name. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "tap.h"
