@@ -69,6 +69,7 @@ struct lr_db {
 	size_t cur_host;     /* the host of the current connection */
 	int galera;          /* the hosts are Galera nodes: -1 not known yet, 0 no, 1 yes */
 	bool following;      /* connecting to the Galera writer (follow_writer) */
+	bool sibling;        /* starts at its parent's host and asks no writer */
 	char **host_ips;     /* per configured host, its addresses joined by spaces, or NULL */
 	unsigned generation; /* bumped by every successful connect */
 	unsigned err;
@@ -163,7 +164,9 @@ lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
 /* A second, unconnected handle on the same loop and parameters: for a
  * statement that must run on a connection of its own (one that may be
  * KILLed, say). Settings (cancel flag, probe) and whether the hosts are
- * Galera nodes are copied; the idle watch is not. */
+ * Galera nodes are copied; the idle watch is not. It connects to the host
+ * its parent is on first, and stays there: a wake-up that is local to a
+ * server (a doorbell) must be on the same Galera node as the parent's. */
 lr_db *lr_db_create_sibling(const lr_db *db)
 {
 	lr_db *s = lr_db_create(db->loop, db->p);
@@ -172,6 +175,8 @@ lr_db *lr_db_create_sibling(const lr_db *db)
 		s->cancel = db->cancel;
 		s->probe = db->probe;
 		s->galera = db->galera;
+		s->first_host = db->cur_host;
+		s->sibling = true;
 	}
 	return s;
 }
@@ -761,7 +766,7 @@ static void follow_writer(lr_db *db)
 	MYSQL_ROW row;
 
 	if (!db->p->galera_writer || db->p->nhosts < 2 || db->galera == 0 || db->following ||
-	    lr_db_is_mysql(db))
+	    db->sibling || lr_db_is_mysql(db))
 		return;
 	if (!lr_db_query(db, "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM "
 	                     "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN "

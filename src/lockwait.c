@@ -23,11 +23,14 @@
 _Static_assert(HEAD_SLEEP_MS < HEARTBEAT_MS && CHAIN_WAIT_MS < HEARTBEAT_MS &&
                    STALE_POLL_MS * 3 / 2 < HEARTBEAT_MS,
                "a waiter must renew its places at least every HEARTBEAT_MS");
-/* Galera: the head polls every 5-15 ms (about 100 calls/s while a queue
- * is contended: a hand-off then costs a poll interval plus a causal read);
- * the next two in line every 25-50 ms, the rest every 250-500 ms. */
-#define GALERA_HEAD_MS 10
-#define GALERA_NEAR    2
+/* Galera: the same wake-ups work between clients on one node, which the
+ * writer node (writer.h) makes the usual case; a release on another node
+ * cannot ring, so the head's sleep is shorter there (a hand-off across
+ * nodes costs at most this, at 4 calls/s). A waiter with no wake-up lock
+ * to block on (the one ahead waits on another node) polls: the next two
+ * in line every 25-50 ms, the rest every 250-500 ms. */
+#define GALERA_SLEEP_MS 250
+#define GALERA_NEAR     2
 /* A failed lockrun_host_queue is tried again this much later. */
 #define HOST_RETRY_MS 10000
 /* --named alone: nothing to be woken by; attempts at a growing interval. */
@@ -39,11 +42,10 @@ static unsigned least(unsigned a, uint64_t b)
 	return b < a ? (unsigned)b : a;
 }
 
-/* The pause before a Galera waiter's next poll. */
+/* The pause before a Galera waiter's next poll, when it has nothing to
+ * block on. */
 static unsigned galera_pace(const struct lr_request *lk)
 {
-	if (lk->at_head)
-		return lr_request_jitter(GALERA_HEAD_MS); /* [5, 15) */
 	if (lk->ahead <= GALERA_NEAR)
 		return 13 + lr_request_jitter(25); /* [25, 50) */
 	return 125 + lr_request_jitter(250);       /* [250, 500) */
@@ -190,15 +192,9 @@ enum lr_wait lr_wait_turn(struct lr_request *lk, uint64_t deadline)
 			return lr_request_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
 		}
 		tell_host_queue(lk);
-		if (lk->galera) {
-			/* The pace is from poll to poll: a slow CALL (a causal
-			 * wait on a busy cluster) counts towards it. */
-			unsigned pace = galera_pace(lk);
-			uint64_t since = now - lk->last_poll;
-			if (since < pace)
-				lr_request_nap(lk, least(pace - (unsigned)since, left));
-		} else if (lk->at_head) {
-			enum bell b = doorbell(lk, least(HEAD_SLEEP_MS, left));
+		if (lk->at_head) {
+			unsigned ms = lk->galera ? GALERA_SLEEP_MS : HEAD_SLEEP_MS;
+			enum bell b = doorbell(lk, least(ms, left));
 			if (lr_request_canceled(lk))
 				return LR_WAIT_CANCELED;
 			if (b == BELL_WOKEN)
@@ -212,7 +208,16 @@ enum lr_wait lr_wait_turn(struct lr_request *lk, uint64_t deadline)
 			lr_request_nap(lk, least(BELL_RETRY_MS, left));
 		} else if (lk->wait_for[0] && strcmp(lk->wait_for, lk->stale_wait) != 0 &&
 		           left >= 20) {
+			/* On Galera a wake-up lock held on another node is free
+			 * here: GET_LOCK returns at once and marks it stale. */
 			chain(lk, least(CHAIN_WAIT_MS, left));
+		} else if (lk->galera) {
+			/* The pace is from poll to poll: a slow CALL (a causal
+			 * wait on a busy cluster) counts towards it. */
+			unsigned pace = galera_pace(lk);
+			uint64_t since = now - lk->last_poll;
+			if (since < pace)
+				lr_request_nap(lk, least(pace - (unsigned)since, left));
 		} else {
 			lr_request_nap(lk, least(lr_request_jitter(STALE_POLL_MS), left));
 		}

@@ -2,8 +2,10 @@
  * Waiting for a turn in the queue, between acquire attempts. On one server
  * the head of the queue sleeps in lockrun_sleep on a second connection,
  * which a release rings (KILL QUERY); the others block in GET_LOCK on the
- * wake-up lock of the waiter right ahead. On Galera, where both are local
- * to a node, waiters poll: the head fast, the rest slowly. Every waiter
+ * wake-up lock of the waiter right ahead. On Galera both are local to a
+ * node, and work between the clients of the writer node (writer.h); the
+ * head sleeps less long there, and a waiter whose wake-up lock is on
+ * another node polls, the next in line fast, the rest slowly. Every waiter
  * keeps its queue places alive by calling lockrun_poll or lockrun_sleep at
  * least every 3 s.
  *

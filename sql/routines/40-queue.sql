@@ -8,11 +8,13 @@
 
 DELIMITER //
 
--- The queue's wake-up chain (not on Galera, where named locks are local to
--- a node): a queued request's session holds its wait lock (lr_lock_name),
--- and the waiter right behind it blocks in GET_LOCK on it, so it wakes the
--- moment the request ahead is granted, leaves or dies. Taken at most once
--- per session (GET_LOCK nests).
+-- The queue's wake-up chain: a queued request's session holds its wait
+-- lock (lr_lock_name), and the waiter right behind it blocks in GET_LOCK
+-- on it, so it wakes the moment the request ahead is granted, leaves or
+-- dies. Taken at most once per session (GET_LOCK nests). On Galera named
+-- locks are local to a node: a waiter on another node finds the lock free
+-- and polls instead. p_galera is not read: the signature stays, so that an
+-- older install's routines that call this keep working during an upgrade.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_wait_lock(
   IN p_request CHAR(32) CHARACTER SET ascii, IN p_take TINYINT, IN p_galera TINYINT)
   NO SQL SQL SECURITY DEFINER
@@ -21,7 +23,7 @@ BEGIN
   DECLARE v_held TINYINT;
   CALL lr_lock_name('wait', p_request, v_name);
   SET v_held = COALESCE(IS_USED_LOCK(v_name) = CONNECTION_ID(), 0);
-  IF p_take AND NOT v_held AND NOT p_galera THEN
+  IF p_take AND NOT v_held THEN
     DO GET_LOCK(v_name, 0);
   ELSEIF NOT p_take AND v_held THEN
     DO RELEASE_LOCK(v_name);

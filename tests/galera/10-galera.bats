@@ -795,3 +795,71 @@ writer_of() {
 		fi
 	done
 }
+
+# kills N: the KILL statements node N has run (a release's doorbell ring
+# is a KILL QUERY, run inside lockrun_release).
+kills() {
+	gsql "$1" "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+		WHERE VARIABLE_NAME = 'COM_KILL'"
+}
+
+# held_on N NAME: waits until node N sees a hold of NAME.
+held_on() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		(($(gsql "$1" "SELECT COUNT(*) FROM lr_holds WHERE resource = '$2'") > 0)) && return 0
+		sleep 0.1
+	done
+	fail "no hold of $2 on node $1"
+}
+
+# sleeps_of FILE: "POLLS HEAD_POLLS SLEEPS SECONDS" from lockrun -v's
+# "waited ..." line in FILE.
+sleeps_of() {
+	sed -n 's/.*waited \([0-9.]*\) s: \([0-9]*\) polls, \([0-9]*\) of them.*, \([0-9]*\) doorbell sleeps.*/\2 \3 \4 \1/p' "$1"
+}
+
+@test "wake-ups: on the writer node the release rings the head and the chain wakes the next; across nodes the head sleeps its turn out" {
+	local w k0 polls head sleeps secs holder first
+	w=$(writer_of 1 2 3)
+	# Every node listed: holder and two waiters on the writer node. The
+	# release rings the head's doorbell (a KILL there); the second waiter
+	# blocks on the first one's wake-up lock, so it never polls at the head.
+	k0=$(kills "$w")
+	# (Waits name their pids: a node restarted by setup is a child too.)
+	"$LOCKRUN" -c "$LR_GALERA/local1.conf" -x gwk -- sleep 2 &
+	holder=$!
+	held_on "$w" gwk
+	"$LOCKRUN" -c "$LR_GALERA/local2.conf" -v -w 30 -x gwk -- sleep 1 2>"$BATS_TEST_TMPDIR/a.err" &
+	first=$!
+	sleep 0.3
+	run -0 "$LOCKRUN" -c "$LR_GALERA/local3.conf" -v -w 30 -x gwk -- true
+	wait "$holder" "$first"
+	(($(kills "$w") >= k0 + 2)) || fail "the writer node ran $(($(kills "$w") - k0)) KILLs, not 2"
+	read -r polls head sleeps secs < <(sleeps_of "$BATS_TEST_TMPDIR/a.err")
+	echo "# first waiter: $secs s, $polls polls ($head at the head), $sleeps doorbell sleeps" >&3
+	assert_equal "$head" 0
+	((sleeps >= 1)) || fail "the first waiter slept $sleeps times on its doorbell"
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/b.err"
+	read -r polls head sleeps secs < <(sleeps_of "$BATS_TEST_TMPDIR/b.err")
+	echo "# second waiter: $secs s, $polls polls ($head at the head), $sleeps doorbell sleeps" >&3
+	assert_equal "$head" 0
+	((polls <= 3)) || fail "the second waiter polled $polls times behind the first"
+
+	# Each on its own node: no ring reaches the waiter; it sleeps 250 ms
+	# at a time (at most 4 calls a second, plus the first) until a sleep
+	# finds the hand-off.
+	k0=$(kills 2)
+	"$LOCKRUN" -c "$LR_GALERA/node1.conf" -x gwx -- sleep 1.5 &
+	holder=$!
+	held_on 1 gwx
+	run -0 "$LOCKRUN" -c "$LR_GALERA/node2.conf" -v -w 30 -x gwx -- true
+	wait "$holder"
+	assert_equal "$(kills 2)" "$k0"
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/c.err"
+	read -r polls head sleeps secs < <(sleeps_of "$BATS_TEST_TMPDIR/c.err")
+	echo "# waiter on another node: $secs s, $polls polls, $sleeps doorbell sleeps" >&3
+	((sleeps >= 2)) || fail "it slept $sleeps times"
+	awk -v n="$sleeps" -v s="$secs" 'BEGIN { exit !(n <= 4 * s + 2) }' ||
+		fail "$sleeps doorbell sleeps in $secs s: more than 4 a second"
+}
