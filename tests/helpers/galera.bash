@@ -184,8 +184,10 @@ lr_galera_start() {
 	mkdir -p "$cdir"
 	cdir=$(_lr_abs "$cdir")
 	chmod 755 "$cdir"
-	if [[ ! -r $LR_GALERA_PROVIDER ]]; then
-		_lr_say "no Galera provider at $LR_GALERA_PROVIDER (install galera-4)"
+	# The provider is loaded by the server, so it is looked for in the
+	# server's root (server.bash: LR_SERVER_ROOT).
+	if [[ ! -r ${LR_SERVER_ROOT:-}$LR_GALERA_PROVIDER ]]; then
+		_lr_say "no Galera provider at ${LR_SERVER_ROOT:-}$LR_GALERA_PROVIDER (install galera-4)"
 		return 1
 	fi
 
