@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The fault campaign's workload and nemesis (tests/run-nemesis runs it).
 
-  nemesis.py run --seed N --duration S --out DIR [--topology single|replication]
+  nemesis.py run --seed N --duration S --out DIR
+                 [--topology single|replication|galera]
                  (the environment names the programs, configs, proxy and
                  servers: see tests/run-nemesis)
   nemesis.py child DIR KIND RESOURCE PERMITS SECONDS
@@ -22,8 +23,13 @@ topology, one step at a time: the replica's applier stopped (it lags) and
 restarted, the replica made writable for a while, a fail-over (the primary
 killed, the replica promoted, caught up or not), the old primary back as
 the new one's replica (the next fail-over is then a fail-back); node 2's
-clock runs behind (tests/run-nemesis sets it). The run ends with a quiet
-period in which every client must get its lock.
+clock runs behind (tests/run-nemesis sets it). On a 3-node Galera cluster
+(--topology galera; no proxy) it pauses (SIGSTOP), kills and restarts one
+node at a time, so that the cluster keeps its quorum; two hosts list every
+node (lockrun's writer node), the third names one node only, so that
+writes also come from a second node and are certified against the
+writer's. The run ends with a quiet period in which every client must get
+its lock.
 
 Everything that happened goes to DIR as JSON lines, for nemesis_check.py,
 which shares no code with this file or with lockrun:
@@ -135,6 +141,10 @@ class Campaign:
         # is: "replica", "lagging" (its applier stopped), "down" (killed)
         # or "out" (back, read-only, replicating from nobody: it diverged).
         self.primary, self.other = 1, "replica"
+        # Galera: the node under a fault now (paused, down or restarting),
+        # if any; lockrunctl goes to another.
+        self.cluster = os.environ.get("LR_GALERA")
+        self.sick = None
         self.lockrun = os.environ["LOCKRUN"]
         self.lockrunctl = os.environ["LOCKRUNCTL"]
         self.admin = os.environ["LR_ADMIN_CONFIG"]
@@ -196,7 +206,9 @@ class Campaign:
 
     def sh(self, script, check=False):
         repl = os.path.join(os.path.dirname(self.helpers), "replication.bash")
-        return subprocess.run(["bash", "-c", f'source "{self.helpers}"; source "{repl}"; {script}'],
+        galera = os.path.join(os.path.dirname(self.helpers), "galera.bash")
+        return subprocess.run(["bash", "-c", f'source "{self.helpers}"; source "{repl}"; '
+                               f'source "{galera}"; {script}'],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               check=check, timeout=300)
 
@@ -204,6 +216,9 @@ class Campaign:
         admin = self.admin
         if self.topology == "replication":
             admin = os.path.join(os.environ["LR_REPL"], f"admin{self.primary}.conf")
+        elif self.topology == "galera":
+            node = next(n for n in (1, 2, 3) if n != self.sick)
+            admin = os.path.join(self.cluster, f"admin{node}.conf")
         r = subprocess.run([self.lockrunctl, "-c", admin, *args], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=60)
         return r.returncode, (r.stdout + r.stderr).strip()
@@ -285,7 +300,7 @@ class Campaign:
             self.log_fault(kind, "proxy", start)
         elif kind == "max-ttl":
             # Replication: short, so that a fail-over's quarantine is too.
-            v = rng.choice(["5s", "10s", "1m", "5m"] if self.topology == "single"
+            v = rng.choice(["5s", "10s", "1m", "5m"] if self.topology != "replication"
                            else ["5s", "8s", "10s"])
             rc, msg = self.ctl("max-ttl", v)
             self.log_fault(kind, v, start, status=rc, message=msg[-200:])
@@ -371,13 +386,44 @@ class Campaign:
             return
         self.log_fault(kind, f"node {o}", start)
 
+    def galera_step(self, rng):
+        """One node fault on the Galera cluster, healed before the next:
+        frozen (SIGSTOP) for a while; killed, left down, and restarted
+        (it rejoins by a state transfer); or stopped and started again.
+        One node at a time, so two of three always form the primary
+        component."""
+        n = rng.choice([1, 2, 3])
+        kind = rng.choices(["pause-node", "kill-node", "restart-node"], [2, 2, 1])[0]
+        hold = round(rng.uniform(2, 12), 2)
+        start = now()
+        self.sick = n
+        if kind == "pause-node":
+            self.sh(f'lr_galera_pause "{self.cluster}" {n}')
+            time.sleep(hold)
+            self.sh(f'lr_galera_resume "{self.cluster}" {n}')
+        elif kind == "kill-node":
+            self.sh(f'lr_galera_kill "{self.cluster}" {n}')
+            time.sleep(hold)
+        else:
+            self.sh(f'lr_server_stop "$(lr_galera_node "{self.cluster}" {n})"')
+        if kind != "pause-node":
+            r = self.sh(f'lr_galera_restart "{self.cluster}" {n} >/dev/null')
+            more = {"status": r.returncode}
+        else:
+            more = {}
+        # Back in the cluster (Synced) before the next node's fault.
+        r = self.sh(f'lr_galera_wait_cluster "{self.cluster}" 3 120 1 2 3')
+        self.sick = None
+        self.log_fault(kind, f"node {n}", start, synced=r.returncode == 0, **more)
+
     def topology_loop(self):
         rng = random.Random(f"{self.seed}:topology")
+        step = self.galera_step if self.topology == "galera" else self.topology_step
         while now() < self.quiet_at - 25:
             time.sleep(rng.uniform(4, 12))
             if now() >= self.quiet_at - 25:
                 break
-            self.topology_step(random.Random(rng.random()))
+            step(random.Random(rng.random()))
         # Healed: a lagging replica applies again.
         if self.other == "lagging":
             self.sh("repl_start_applier")
@@ -417,8 +463,8 @@ class Campaign:
             self.proxy("reset")
             self.ctl("max-ttl", "5m")
         else:
-            topo.join(120)
-            self.ctl("max-ttl", "8s")
+            topo.join(180)
+            self.ctl("max-ttl", "8s" if self.topology == "replication" else "5m")
         for res in ("nm-mutex", "nm-sem", "nm-rw"):
             self.ctl("resume", res)
         append(os.path.join(self.out, "faults.jsonl"),
