@@ -772,13 +772,36 @@ writer_of() {
 	assert_equal "${first%:*}" "$(lr_galera_addr "$w")"
 	echo "# writer: node $w (members: $(gsql 2 "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
 		WHERE VARIABLE_NAME = 'WSREP_INCOMING_ADDRESSES'"))" >&3
-	# The writer dies: clients whose list starts with it connect to their
-	# next node, and all of them move to the new writer.
+	# The writer dies while three loops take turns on a mutex through it:
+	# clients whose list starts with it connect to their next node, and all
+	# of them move to the new writer. The longest gap between two grants
+	# is the time the move took (a figure for doc/production.md).
+	local loops=() end=$((SECONDS + 9)) p
+	for k in 1 2 3; do
+		(
+			while ((SECONDS < end)); do
+				"$LOCKRUN" -c "$LR_GALERA/local$k.conf" -w 30 -x gmv -- sleep 0.05 ||
+					echo "loop $k: exit $?" >>"$BATS_TEST_TMPDIR/moves"
+			done
+		) &
+		loops+=($!)
+	done
+	sleep 3
 	lr_galera_kill "$LR_GALERA" "$w"
 	for k in 1 2 3; do ((k == w)) || rest+=("$k"); done
 	lr_galera_wait_cluster "$LR_GALERA" 2 30 "${rest[@]}"
+	for p in "${loops[@]}"; do wait "$p"; done
 	w2=$(writer_of "${rest[@]}")
-	echo "# node $w killed: the writer is node $w2" >&3
+	echo "# node $w killed: the writer is node $w2; grants of the loops: $(gsql "${rest[0]}" \
+		"SELECT COUNT(*) FROM lr_grant_items WHERE resource = 'gmv'"), longest gap between two \
+		$(gsql "${rest[0]}" "SELECT ROUND(MAX(gap) / 1e6, 2) FROM (SELECT TIMESTAMPDIFF(MICROSECOND,
+			LAG(g.acquired_at) OVER (ORDER BY g.acquired_at), g.acquired_at) gap
+			FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id
+			WHERE i.resource = 'gmv') t") s; runs that failed: $(cat "$BATS_TEST_TMPDIR/moves" 2>/dev/null | paste -sd, || true)" >&3
+	# After the move every loop's runs were granted again.
+	(($(gsql "${rest[0]}" "SELECT COUNT(*) FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id
+		WHERE i.resource = 'gmv' AND g.acquired_at > UTC_TIMESTAMP(6) - INTERVAL 4 SECOND") > 0)) ||
+		fail "no grant of the loops in their last seconds"
 	# A node listed alone is written where it is told: no move.
 	local before after
 	read -ra before <<<"$(calls "${rest[@]}")"
