@@ -166,8 +166,8 @@ statuses_are() {
 }
 
 # poll_report NAME SECONDS: how fast the grants went, and what waiting cost
-# the servers: the head of the queue polls (Galera has no doorbell across
-# nodes), from lockrun -v's "waited ..." lines.
+# the servers (polls; the head polls only where no doorbell reaches it),
+# from lockrun -v's "waited ..." lines.
 poll_report() {
 	local grants
 	grants=$(rec_count "$rec" enter "$1")
