@@ -17,7 +17,11 @@ lrproxy in front of the server. Meanwhile a nemesis, drawn from the seed,
 injects faults that overlap and heals each after a while: lockrun stopped
 (SIGSTOP) or killed, the command killed, the server paused or restarted,
 connections black-holed, delayed or cut, max-ttl changed, a resource
-paused, a grant force-released, a sweep. On a primary and its replica
+paused, a grant force-released, a sweep, and the lockruns' CLOCK_MONOTONIC
+stopped for a while as by a suspend (lrclock, when tests/run-nemesis
+names it: their lease timers run on CLOCK_BOOTTIME, which goes on; host
+nm-h1's lockruns also see a wall clock an hour ahead, which they may use
+for nothing but their log lines). On a primary and its replica
 (--topology replication; no proxy there) the nemesis also changes the
 topology, one step at a time: the replica's applier stopped (it lags) and
 restarted, the replica made writable for a while, a fail-over (the primary
@@ -152,6 +156,11 @@ class Campaign:
         self.server_dir = os.environ.get("LR_DB")
         self.helpers = os.path.join(os.environ["LR_SRC"], "tests/helpers/server.bash")
         self.uts = os.environ.get("NM_UTS", "1") == "1"
+        # lrclock.so, preloaded into every lockrun: the freeze-clock fault
+        # stops their CLOCK_MONOTONIC while this file exists.
+        self.shim = os.environ.get("NM_CLOCK_SHIM")
+        self.freeze = os.path.join(out, "clock.freeze")
+        self.freezing = False
         self.live = {}  # lockrun pid -> Popen, for the nemesis to pick from
         self.lock = threading.Lock()
         self.t0 = now()
@@ -183,6 +192,11 @@ class Campaign:
                    patience if quiet else str(rng.choice([1, 5, 20])), *args, "--",
                    sys.executable, os.path.abspath(__file__), "child", self.out, kind, resource,
                    str(permits), str(secs)]
+            if self.shim:
+                # Set by env for lockrun alone: the shim removes them from
+                # its own environment, so a wrapper must not load it.
+                cmd = ["env", f"LD_PRELOAD={self.shim}", f"LR_CLOCK_FREEZE={self.freeze}",
+                       *(["LR_CLOCK_SHIFT=3600"] if host == "nm-h1" else []), *cmd]
             if self.uts:
                 cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
             start = now()
@@ -334,6 +348,20 @@ class Campaign:
         elif kind == "sweep":
             rc, msg = self.ctl("sweep")
             self.log_fault(kind, "db", start, status=rc)
+        elif kind == "freeze-clock":
+            # Every lockrun's CLOCK_MONOTONIC (libuv's timers) stands still,
+            # longer than a lease at times; one fault of the kind at a
+            # time, as the file is shared.
+            with self.lock:
+                if self.freezing:
+                    return
+                self.freezing = True
+            open(self.freeze, "w").close()
+            time.sleep(hold)
+            os.unlink(self.freeze)
+            with self.lock:
+                self.freezing = False
+            self.log_fault(kind, "lockruns", start)
 
     def topology_step(self, rng):
         """One change of the primary and its replica, chosen among those
@@ -436,10 +464,14 @@ class Campaign:
                      "restart-server", "blackhole", "delay", "cut", "max-ttl", "pause-resource",
                      "force-release", "sweep"]
             weights = [3, 2, 2, 2, 1, 2, 2, 2, 1, 1, 1, 1]
+            if self.shim:
+                kinds, weights = kinds + ["freeze-clock"], weights + [1]
         else:
             kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "max-ttl", "pause-resource",
                      "force-release", "sweep"]
             weights = [3, 2, 2, 1, 1, 1, 1]
+            if self.shim:
+                kinds, weights = kinds + ["freeze-clock"], weights + [1]
             topo = threading.Thread(target=self.topology_loop, daemon=True)
             topo.start()
         threads = []
@@ -454,6 +486,8 @@ class Campaign:
             threads.append(t)
         for t in threads:
             t.join(60)
+        if os.path.exists(self.freeze):
+            os.unlink(self.freeze)
         # Healed, whatever a fault thread left: the server runs, the proxy
         # passes everything, max-ttl is back, nothing is paused.
         if self.topology == "single":
