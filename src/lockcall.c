@@ -123,10 +123,14 @@ static enum lr_call judge(struct lr_request *lk, lr_db *db, bool acquire)
 		return LR_CALL_SCHEMA;
 	}
 	/* A grant a release handed us while we waited ran out before we
-	 * claimed it (we were stopped, say): it is ended; queue again under
-	 * a new lease id. */
+	 * claimed it (we were stopped, say), or a sweep or a force release
+	 * ended it before we came back ("used already": a lease id is never
+	 * granted twice): it is ended; queue again under a new lease id.
+	 * Nothing else of ours meets that refusal: a lost answer is settled,
+	 * which replaces the lease id, before any new attempt. */
 	if (acquire && e == ER_SIGNAL_EXCEPTION &&
-	    strstr(lr_db_error(db), "expired before it was claimed")) {
+	    (strstr(lr_db_error(db), "expired before it was claimed") ||
+	     strstr(lr_db_error(db), "this lease id was used already"))) {
 		lk->lease_spent = true;
 		return LR_CALL_RETRY;
 	}
