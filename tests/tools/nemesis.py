@@ -416,12 +416,15 @@ class Campaign:
 
     def galera_step(self, rng):
         """One node fault on the Galera cluster, healed before the next:
-        frozen (SIGSTOP) for a while; killed, left down, and restarted
-        (it rejoins by a state transfer); or stopped and started again.
-        One node at a time, so two of three always form the primary
+        frozen (SIGSTOP) for a while; cut off from the other two (Galera's
+        gmcast.isolate: its clients still reach it, and it refuses them
+        as a non-primary component); killed, left down, and restarted (it
+        rejoins by a state transfer); or stopped and started again. One
+        node at a time, so two of three always form the primary
         component."""
         n = rng.choice([1, 2, 3])
-        kind = rng.choices(["pause-node", "kill-node", "restart-node"], [2, 2, 1])[0]
+        kind = rng.choices(["pause-node", "partition-node", "kill-node", "restart-node"],
+                           [2, 2, 2, 1])[0]
         hold = round(rng.uniform(2, 12), 2)
         start = now()
         self.sick = n
@@ -429,12 +432,17 @@ class Campaign:
             self.sh(f'lr_galera_pause "{self.cluster}" {n}')
             time.sleep(hold)
             self.sh(f'lr_galera_resume "{self.cluster}" {n}')
+        elif kind == "partition-node":
+            iso = "SET GLOBAL wsrep_provider_options = 'gmcast.isolate = {}'"
+            self.sh(f'lr_galera_sql "{self.cluster}" {n} "{iso.format(1)}"')
+            time.sleep(hold)
+            self.sh(f'lr_galera_sql "{self.cluster}" {n} "{iso.format(0)}"')
         elif kind == "kill-node":
             self.sh(f'lr_galera_kill "{self.cluster}" {n}')
             time.sleep(hold)
         else:
             self.sh(f'lr_server_stop "$(lr_galera_node "{self.cluster}" {n})"')
-        if kind != "pause-node":
+        if kind in ("kill-node", "restart-node"):
             r = self.sh(f'lr_galera_restart "{self.cluster}" {n} >/dev/null')
             more = {"status": r.returncode}
         else:
