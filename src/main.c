@@ -692,12 +692,19 @@ static int run_locked(struct run *r)
 		lr_lock_release(&r->lock, LR_END_LOST, st.signaled ? st.signo : 0);
 	} else {
 		struct lr_sup_status st = lr_sup_status(r->sup);
+		/* With --once-per, a success the database was not told of
+		 * does not close the window: say so, as the next attempt in
+		 * it will run. */
 		if (!lr_lock_release(&r->lock, st.signaled ? LR_END_SIGNALED : LR_END_EXITED,
 		                     st.signaled ? st.signo : st.code))
 			lr_log_warn(
-			    "could not release grant %llu (%s); it is free again within %g s",
+			    "could not release grant %llu (%s); it is free again within "
+			    "%g s%s",
 			    (unsigned long long)r->lock.grant_id, r->lock.err,
-			    r->ttl + LR_SWEEP_GRACE_MS / 1000.0);
+			    r->ttl + LR_SWEEP_GRACE_MS / 1000.0,
+			    r->cli.once_per_ms && !st.signaled && st.code == 0
+			        ? ", and its window stays open: the success was not recorded"
+			        : "");
 		else
 			lr_log_info("released grant %llu", (unsigned long long)r->lock.grant_id);
 	}

@@ -372,3 +372,23 @@ ms_since() {
 	run "$LOCKRUN" -c "$pconf" -x pdelay -- true
 	assert_success
 }
+
+@test "--once-per: a success whose release cannot reach the database leaves the window open, and lockrun says so" {
+	proxy
+	# The command succeeds, then cuts lockrun off from the server before
+	# the release.
+	run --separate-stderr "$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 --id ow --once-per 1d -- \
+		sh -c "echo \"\$LOCKRUN_WINDOW\" >\"$BATS_TEST_TMPDIR/w1\"; echo 'blackhole on' >$fifo"
+	assert_success
+	[[ $stderr == "lockrun: warning: could not release grant "*"; it is free again within 8 s, and its window stays open: the success was not recorded" ]] ||
+		fail "no word of the open window: $stderr"
+	pctl blackhole off
+	# The database never heard of the success: once the lease is over,
+	# the next attempt in the same window runs.
+	run -0 "$LOCKRUN" -w 30 --id ow --once-per 1d -- \
+		sh -c "echo \"\$LOCKRUN_WINDOW\" >\"$BATS_TEST_TMPDIR/w2\""
+	[[ $(cat "$BATS_TEST_TMPDIR/w1") == "$(cat "$BATS_TEST_TMPDIR/w2")" ]] ||
+		skip "the two runs fell into two windows (a day ended between them)"
+	assert_equal "$(sql "SELECT GROUP_CONCAT(CONCAT(end_reason, ':', COALESCE(exit_status, '')) ORDER BY id)
+		FROM lr_grants WHERE idem_key = 'ow'")" "expired:,exited:0"
+}

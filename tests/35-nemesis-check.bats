@@ -133,6 +133,19 @@ clean='"runs": [("mutex", "nm-mutex", 1, 5, 1, 501, 1.0, 2.0, 0, False),
 	assert_success
 }
 
+@test "nemesis_check: a success whose release never reached the server does not close its window" {
+	# Run 1 exited 0 but its grant expired (the release was lost): the
+	# window stayed open, and run 2 ran in it, as lockrun(1) says.
+	history '{"window": "2026-01-01T00:00:00Z",
+	          "runs": [("once", "id:nm-once", 1, 1, 1, 501, 1.0, 2.0, 0, False),
+	                   ("once", "id:nm-once", 1, 2, 2, 502, 12.0, 13.0, 0, False)],
+	          "grants": [(1, "x", "expired", "NULL"), (2, "x", "exited", 0)],
+	          "items": [(1, "id:nm-once", 1), (2, "id:nm-once", 2)]}'
+	check
+	assert_success
+	assert_line "  violations: none"
+}
+
 @test "nemesis_check: two successful runs in one --once-per window, and a quiet-period run that did not get its lock, are found" {
 	history '{"window": "2026-01-01T00:00:00Z",
 	          "runs": [("once", "id:nm-once", 1, 1, 1, 501, 1.0, 2.0, 0, False),

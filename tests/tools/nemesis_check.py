@@ -27,8 +27,12 @@ What it holds the history to:
              every grant in the log has ended with a reason; a run whose
              lockrun exited 0 after its child ran ended 'exited' with
              status 0, or 'expired' (its release did not reach the server);
-  once       at most one run that succeeded per --once-per window (unless
-             a fail-over came between them: it may lose the record);
+  once       at most one run that succeeded per --once-per window, among
+             the runs whose success the lock log recorded (ended 'exited'
+             with status 0): one whose release never reached the server
+             does not close its window, as lockrun(1) says and warns
+             (unless a fail-over came between them: it may lose the
+             record);
   liveness   every run started in the quiet period got its lock (exit 0;
              an --id run may find the key held: 75), and no client hung.
 """
@@ -219,7 +223,9 @@ def main(d):
     # --- once -----------------------------------------------------------
     wins = collections.defaultdict(list)
     for run in runs.values():
-        if run["kind"] == "once" and run["op"] and run["op"]["status"] == 0:
+        g = grants.get(run["grant"])
+        recorded = g is not None and g[3] == "exited" and g[4] == "0"
+        if run["kind"] == "once" and run["op"] and run["op"]["status"] == 0 and recorded:
             wins[run["window"]].append(run["enter"])
     for w, ts in wins.items():
         # A fail-over in between may have lost the first run's record, and
