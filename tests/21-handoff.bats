@@ -168,60 +168,55 @@ handed() {
 	assert_equal "$(holds h8)" 0
 }
 
-@test "a lockrun waiter stopped until its handed grant ran out queues again under a new lease, and runs" {
-	local ra la out pid gid
+# stopped_past_handoff NAME: a lockrun waiter on mutex NAME, stopped
+# (SIGSTOP) while a release hands it the grant, which then runs out
+# unclaimed (the hold lives as long as the place did, 10 s, plus the
+# grace). Sets pid (still stopped) and gid (the handed grant).
+stopped_past_handoff() {
+	local ra la
 	ra=$(newid) la=$(newid)
-	acq mutex:h9 "$ra" "$la" >/dev/null
-	"$LOCKRUN" -v -x h9 -- sh -c 'echo ran >"$1"' sh "$BATS_TEST_TMPDIR/ran" \
+	acq "mutex:$1" "$ra" "$la" >/dev/null
+	"$LOCKRUN" -v -x "$1" -- sh -c 'echo ran >"$1"' sh "$BATS_TEST_TMPDIR/ran" \
 		3>&- 2>"$BATS_TEST_TMPDIR/log" &
 	pid=$!
-	until [[ $(waiters h9) == 1 ]]; do sleep 0.05; done
+	until [[ $(waiters "$1") == 1 ]]; do sleep 0.05; done
 	kill -STOP "$pid"
 	rel "$la" >/dev/null
 	gid=$(sql "SELECT g.id FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id
-		WHERE i.resource = 'h9' AND g.queued_as IS NOT NULL")
+		WHERE i.resource = '$1' AND g.queued_as IS NOT NULL")
 	[[ -n $gid ]] || { kill -CONT "$pid"; fail "not handed to the waiter"; }
-	# Unclaimed, the hold lives as long as the place did (10 s), plus the grace.
 	lr_wait_eq -t 20 1 sql "SELECT expires_at < UTC_TIMESTAMP(6) - INTERVAL 5 SECOND
 		FROM lr_holds WHERE grant_id = $gid"
+}
+
+# resumed_and_ran NAME WHY: the stopped waiter goes on, queues again under
+# a new lease, runs once, says WHY at -v, and leaves NAME free.
+resumed_and_ran() {
 	kill -CONT "$pid"
 	wait "$pid"
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/ran")" ran
-	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE id = $gid")" lost
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id
-		WHERE i.resource = 'h9' AND g.end_reason = 'exited' AND g.id > $gid")" 1
+		WHERE i.resource = '$1' AND g.end_reason = 'exited' AND g.id > $gid")" 1
 	run cat "$BATS_TEST_TMPDIR/log"
-	assert_output --partial "expired before it was claimed"
-	assert_equal "$(holds h9)" 0
+	assert_output --partial "$2"
+	assert_equal "$(holds "$1")" 0
+}
+
+@test "a lockrun waiter stopped until its handed grant ran out queues again under a new lease, and runs" {
+	local pid gid
+	stopped_past_handoff h9
+	resumed_and_ran h9 "expired before it was claimed"
+	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE id = $gid")" lost
 }
 
 @test "a lockrun waiter stopped until its handed grant was swept queues again under a new lease, and runs" {
-	local ra la pid gid
-	ra=$(newid) la=$(newid)
-	acq mutex:h12 "$ra" "$la" >/dev/null
-	"$LOCKRUN" -v -x h12 -- sh -c 'echo ran >"$1"' sh "$BATS_TEST_TMPDIR/ran" \
-		3>&- 2>"$BATS_TEST_TMPDIR/log" &
-	pid=$!
-	until [[ $(waiters h12) == 1 ]]; do sleep 0.05; done
-	kill -STOP "$pid"
-	rel "$la" >/dev/null
-	gid=$(sql "SELECT g.id FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id
-		WHERE i.resource = 'h12' AND g.queued_as IS NOT NULL")
-	[[ -n $gid ]] || { kill -CONT "$pid"; fail "not handed to the waiter"; }
-	lr_wait_eq -t 20 1 sql "SELECT expires_at < UTC_TIMESTAMP(6) - INTERVAL 5 SECOND
-		FROM lr_holds WHERE grant_id = $gid"
+	local pid gid
+	stopped_past_handoff h12
 	# A sweep ends it while the waiter is still stopped: its lease id is
 	# spent, as a grant's id is never given twice.
 	"$LOCKRUNCTL" -q -c "$LR_ADMIN_CONFIG" sweep
 	assert_equal "$(sql "SELECT end_reason FROM lr_grants WHERE id = $gid")" expired
-	kill -CONT "$pid"
-	wait "$pid"
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/ran")" ran
-	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants g JOIN lr_grant_items i ON i.grant_id = g.id
-		WHERE i.resource = 'h12' AND g.end_reason = 'exited' AND g.id > $gid")" 1
-	run cat "$BATS_TEST_TMPDIR/log"
-	assert_output --partial "this lease id was used already"
-	assert_equal "$(holds h12)" 0
+	resumed_and_ran h12 "this lease id was used already"
 }
 
 @test "a release rings only the connection that holds the request's doorbell lock, never one that took its id" {
