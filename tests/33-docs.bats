@@ -42,3 +42,18 @@ bats_require_minimum_version 1.5.0
 	[[ $output == *"README.md:3: names the old docs/ folder"* ]]
 	[[ $output != *"#a-part"* ]]
 }
+
+@test "docs: the README's option tables name every long option lockrun --help lists" {
+	run "$LOCKRUN" --help
+	[ "$status" -eq 0 ]
+	opts=$(grep -o -- '--[a-z][a-z-]*' <<<"$output" | sort -u)
+	[ -n "$opts" ]
+	# Only the table rows of the README count, not its prose.
+	rows=$(grep '^| `' "$LR_SRC/README.md")
+	missing=
+	for o in $opts; do
+		grep -qE -- "[\` ]$o[\` \\]" <<<"$rows" || missing+=" $o"
+	done
+	echo "not in the README's tables:$missing"
+	[ -z "$missing" ]
+}
