@@ -4,7 +4,7 @@
  * cli and config decide what to do, db connects, lock takes and keeps the
  * locks, supervisor runs the child.
  *
- * May use: btimer, cli, config, db, duration, exitcodes, lease, lock,
+ * May use: btimer, cli, config, db, duration, exitcodes, item, lease, lock,
  * request, log, prequeue, strbuf, supervisor, text, lr_build (generated).
  */
 #include <errno.h>
@@ -529,6 +529,30 @@ static int acquire_failed(struct run *r, enum lr_acquire a)
 	}
 }
 
+/* The one line for a --wait that ran out in this host's queue: it names
+ * the locks, as the run ahead is the one to look for (holding them or
+ * waiting for them at the database), and where to see it. */
+static void queue_timeout_error(const struct run *r, double wait)
+{
+	struct lr_sb sb;
+	size_t i;
+
+	lr_sb_init(&sb);
+	for (i = 0; i < r->lock.nitems; i++) {
+		const struct lr_item *it = &r->lock.items[i];
+
+		if (it->kind == LR_KIND_KEY || it->kind == LR_KIND_NAMED)
+			continue;
+		lr_sb_printf(&sb, "%s%s '%s'", sb.len ? ", " : "", lr_kind_name(it->kind),
+		             lr_item_display_name(it));
+	}
+	lr_log_error("not acquired after %g s: another run of this host is ahead in its "
+	             "queue for %s (it holds them or waits for them at the database; "
+	             "'lockrunctl status' shows who)",
+	             wait, sb.oom ? "the same locks" : lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+}
+
 /*
  * A run that may wait first queues behind the runs of this host that want
  * the same locks, holding no connection (prequeue.h), within its --wait:
@@ -559,9 +583,7 @@ static int local_queue(struct run *r, lr_prequeue **pq, double *wait_s)
 		return 0;
 	case LR_PQ_TIMEOUT:
 		if (r->cli.verbosity >= 0)
-			lr_log_error("not acquired: still behind another run of this host that "
-			             "waits for the same locks after %g s",
-			             wait);
+			queue_timeout_error(r, wait);
 		return r->cfg.lock.conflict_exit;
 	case LR_PQ_CANCELED:
 		lr_log_info("interrupted while waiting; nothing held");

@@ -201,7 +201,7 @@ head_settled() {
 	local t0=${EPOCHREALTIME/[.,]/}
 	run -42 "$LOCKRUN" -c "$conf" -w 1 -E 42 -x pqw -- touch "$BATS_TEST_TMPDIR/ran"
 	local ms=$(((${EPOCHREALTIME/[.,]/} - t0) / 1000))
-	assert_output --partial "not acquired: still behind another run of this host that waits for the same locks after 1 s"
+	assert_output --partial "not acquired after 1 s: another run of this host is ahead in its queue for mutex 'pqw' (it holds them or waits for them at the database; 'lockrunctl status' shows who)"
 	((ms >= 900 && ms < 5000)) || fail "gave up after $ms ms"
 	# One wait in all: 2.5 s in the host's queue leave 1.5 s for the
 	# database's (the head goes away, the holder stays).
@@ -286,7 +286,7 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); print("locked", flus
 	run "$LOCKRUN" -c "$conf" --wait 0 -x pqn -- true
 	assert_success
 	run -75 "$LOCKRUN" -c "$conf" -w 1 -x pqn -- true
-	assert_output --partial "still behind another run of this host"
+	assert_output --partial "another run of this host is ahead in its queue for mutex 'pqn'"
 	run "$LOCKRUN" -c "$conf" --no-local-queue -w 1 -x pqn -- true
 	assert_success
 }
