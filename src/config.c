@@ -25,6 +25,7 @@ struct parse {
 	char msg[400];
 	bool failed;
 	bool holds_password;
+	char last[64]; /* the key of the line before, "section.name" */
 };
 
 void lr_config_init(struct lr_config *cfg)
@@ -334,11 +335,51 @@ static int handle_lock(struct parse *ps, const char *name, const char *v)
 	return 1;
 }
 
+/*
+ * The three mistakes the sample configuration warns of, each of which
+ * would otherwise pass silently into a value and end as a bare login
+ * error. An indented line continues the value of the key above it (inih
+ * reads it as a second value of that key): "  password = x" under
+ * "user = y" would make the user "password = x". Only ';' starts a
+ * comment after a value: "x # note" is the value "x # note". Quotes are
+ * kept: "'x'" is three characters with two quotes. Values of these forms
+ * are refused; the message says what to write instead (a password that
+ * really has them can go in password_file, which is read as it is).
+ * Called for every key; no system calls.
+ */
+static bool plausible(struct parse *ps, const char *section, const char *name, const char *v)
+{
+	char key[sizeof(ps->last)];
+	size_t n = strlen(v);
+	bool again;
+
+	snprintf(key, sizeof(key), "%s.%s", section, name);
+	again = strcmp(key, ps->last) == 0;
+	snprintf(ps->last, sizeof(ps->last), "%s", key);
+	if (again && strchr(v, '='))
+		return fail(ps,
+		            "'%s' continues the value of %s on the line above, as the line is "
+		            "indented; remove the indentation",
+		            v, name);
+	if (strstr(v, " #") || strstr(v, "\t#"))
+		return fail(ps,
+		            "%s: '#' starts no comment after a value, ';' does (or put the "
+		            "comment on a line of its own)",
+		            name);
+	if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0])
+		return fail(
+		    ps, "%s: the quotes would be part of the value; write it without them%s", name,
+		    strcmp(name, "password") == 0
+		        ? " (a password that has them belongs in password_file)"
+		        : "");
+	return true;
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct parse *ps = user;
 
-	if (ps->failed)
+	if (ps->failed || !plausible(ps, section, name, value))
 		return 0;
 	if (strcmp(section, "database") == 0)
 		return handle_database(ps, name, value);

@@ -157,3 +157,28 @@ setup() {
 	assert_failure 69
 	assert_output --partial "Access denied for user 'lockrun'"
 }
+
+@test "an indented key, a quoted value and a '# comment' after a value are configuration errors (78)" {
+	printf '[database]\nuser = lockrun\n  password = secret\n' >"$conf"
+	run -78 "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_output "lockrun: $conf:3: 'password = secret' continues the value of user on the line above, as the line is indented; remove the indentation"
+	printf '[database]\nuser = lockrun\npassword = secret # the old one\n' >"$conf"
+	run -78 "$LOCKRUNCTL" -c "$conf" status
+	assert_output "lockrunctl: $conf:3: password: '#' starts no comment after a value, ';' does (or put the comment on a line of its own)"
+	printf '[database]\nuser = lockrun\npassword = "secret"\n' >"$conf"
+	run -78 "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_output "lockrun: $conf:3: password: the quotes would be part of the value; write it without them (a password that has them belongs in password_file)"
+	printf "[database]\nuser = 'lockrun'\n" >"$conf"
+	run -78 "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_output "lockrun: $conf:2: user: the quotes would be part of the value; write it without them"
+	# What stays allowed: '#' inside a value, a ' ;' comment, a key given twice.
+	cp "$LR_DB/lockrun.conf" "$conf"
+	printf '[lock]\nttl = 20 ; site default\nttl = 30\n' >>"$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	assert_success
+	printf 'pa#ss"word"\n' >"$BATS_TEST_TMPDIR/pw"
+	chmod 600 "$BATS_TEST_TMPDIR/pw"
+	printf '[database]\npassword_file = %s\n' "$BATS_TEST_TMPDIR/pw" >"$conf"
+	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
+	refute_output --partial "$conf:"
+}
