@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <math.h>
@@ -79,6 +80,7 @@ void lr_config_finish(struct lr_config *cfg)
 	free(db->option_group);
 	free(cfg->lock.local_queue_dir);
 	free(cfg->path);
+	free(cfg->password_from);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -207,7 +209,7 @@ static void check_secret_mode(const char *path, const struct stat *st)
 static bool read_password_file(struct parse *ps, const char *path)
 {
 	struct lr_db_params *db = &ps->cfg->db;
-	char buf[1024];
+	char buf[1024], from[PATH_MAX + 64];
 	struct stat st;
 	FILE *f = fopen(path, "r");
 	size_t n;
@@ -222,7 +224,8 @@ static bool read_password_file(struct parse *ps, const char *path)
 	}
 	n = strcspn(buf, "\r\n");
 	buf[n] = '\0';
-	ok = set_str(&db->password, buf);
+	snprintf(from, sizeof(from), "the password read from %s (password_file)", path);
+	ok = set_str(&db->password, buf) && set_str(&ps->cfg->password_from, from);
 	wipe(buf);
 	fclose(f);
 	return ok;
@@ -265,7 +268,8 @@ static int handle_database(struct parse *ps, const char *name, const char *v)
 		return read_password_file(ps, v);
 	if (strcmp(name, "password") == 0) {
 		ps->holds_password = true;
-		return set_str(&db->password, v);
+		return set_str(&db->password, v) &&
+		       set_str(&ps->cfg->password_from, "the password (key password)");
 	}
 	struct {
 		const char *key;
@@ -391,6 +395,30 @@ static int handler(void *user, const char *section, const char *name, const char
 }
 
 /*
+ * For a configuration file this user may not read: who may, and the two
+ * ways on. The packages install /etc/lockrun.conf as 0640 root:lockrun,
+ * so a new user's first run meets this. st is scratch space. One stat and
+ * a group lookup (which may read /etc/group).
+ */
+static const char *who_may_read(const char *path, struct stat *st)
+{
+	static char buf[256];
+	struct group *g;
+
+	if (stat(path, st) != 0)
+		return errno == EACCES ? " (a directory on its path is closed to this user)" : "";
+	g = (st->st_mode & S_IRGRP) ? getgrgid(st->st_gid) : NULL;
+	if (g)
+		snprintf(buf, sizeof(buf),
+		         " (it is readable by its owner and the group '%.64s': join that group, "
+		         "or give a file of your own with -c or $LOCKRUN_CONFIG)",
+		         g->gr_name);
+	else
+		snprintf(buf, sizeof(buf), " (give a file of your own with -c or $LOCKRUN_CONFIG)");
+	return buf;
+}
+
+/*
  * Reads one configuration file over the defaults already in cfg. Errors
  * name file:line. Costs one open and read.
  */
@@ -403,7 +431,10 @@ bool lr_config_load_file(struct lr_config *cfg, const char *path)
 	bool ok = false;
 
 	if (!f) {
-		snprintf(cfg->err, sizeof(cfg->err), "%s: %s", path, strerror(errno));
+		int e = errno;
+
+		snprintf(cfg->err, sizeof(cfg->err), "%s: %s%s", path, strerror(e),
+		         e == EACCES ? who_may_read(path, &st) : "");
 		return false;
 	}
 	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {

@@ -37,7 +37,8 @@ struct lr_lock_defaults {
 struct lr_config {
 	struct lr_db_params db;
 	struct lr_lock_defaults lock;
-	char *path; /* the file read, or NULL when none was found */
+	char *path;          /* the file read, or NULL when none was found */
+	char *password_from; /* where the password came from, for hints; NULL: none */
 	char err[512];
 };
 

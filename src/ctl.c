@@ -5,7 +5,7 @@
  * hands each command to its module.
  *
  * May use: admin, cli, config, db, doctor, duration, exitcodes, grant,
- * history, item, log, schema, settings, status, sweep, text, timeline,
+ * hint, history, item, log, schema, settings, status, sweep, text, timeline,
  * lr_build (generated).
  */
 #include <errno.h>
@@ -30,6 +30,7 @@
 #include "duration.h"
 #include "exitcodes.h"
 #include "grant.h"
+#include "hint.h"
 #include "history.h"
 #include "item.h"
 #include "log.h"
@@ -1061,7 +1062,10 @@ static int run(struct ctl *c, int argc, char **argv)
 	if (cmd->run == cmd_doctor)
 		lr_db_allow_any_server(c->db);
 	if (!lr_db_connect(c->db)) {
-		lr_log_error("cannot connect to %s", lr_db_error(c->db));
+		char hint[1024];
+
+		lr_log_error("cannot connect to %s%s", lr_db_error(c->db),
+		             lr_hint_connect(lr_db_errno(c->db), &c->cfg, hint, sizeof(hint)));
 		return LR_EXIT_UNAVAILABLE;
 	}
 	/* An unsupported server (only the doctor is connected to one): no

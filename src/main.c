@@ -4,7 +4,7 @@
  * cli and config decide what to do, db connects, lock takes and keeps the
  * locks, supervisor runs the child.
  *
- * May use: btimer, cli, config, db, duration, exitcodes, item, lease, lock,
+ * May use: btimer, cli, config, db, duration, exitcodes, hint, item, lease, lock,
  * request, log, prequeue, strbuf, supervisor, text, lr_build (generated).
  */
 #include <errno.h>
@@ -24,6 +24,7 @@
 #include "db.h"
 #include "duration.h"
 #include "exitcodes.h"
+#include "hint.h"
 #include "lease.h"
 #include "lock.h"
 #include "log.h"
@@ -499,6 +500,15 @@ static void owner_of(struct lr_owner *o, char *cmd)
 	o->pid = getpid();
 }
 
+/* A database error that ends the run, with what to do next when lockrun
+ * knows it (hint.h). */
+static void connect_error(const char *err, const lr_db *db, const struct lr_config *cfg)
+{
+	char hint[1024];
+
+	lr_log_error("%s%s", err, lr_hint_connect(lr_db_errno(db), cfg, hint, sizeof(hint)));
+}
+
 static int acquire_failed(struct run *r, enum lr_acquire a)
 {
 	switch (a) {
@@ -524,7 +534,7 @@ static int acquire_failed(struct run *r, enum lr_acquire a)
 		lr_log_info("interrupted while waiting; nothing held");
 		return LR_EXIT_SIGBASE + r->stop_signal;
 	default:
-		lr_log_error("%s", r->lock.err);
+		connect_error(r->lock.err, r->db, &r->cfg);
 		return LR_EXIT_UNAVAILABLE;
 	}
 }

@@ -1,0 +1,100 @@
+#include "hint.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <errmsg.h>
+#include <mysqld_error.h>
+
+#include "strbuf.h"
+
+/* Where the settings came from, for "check X in Y". */
+static const char *origin(const struct lr_config *cfg)
+{
+	return cfg->path ? cfg->path
+	                 : "no configuration file (none with -c, $LOCKRUN_CONFIG or "
+	                   "/etc/lockrun.conf)";
+}
+
+/* Whether the server is on this host: its socket, or a loopback address,
+ * where an anonymous account made by mariadb-install-db can match first. */
+static bool local_server(const struct lr_db_params *db)
+{
+	for (size_t i = 0; i < db->nhosts; i++) {
+		const char *h = db->hosts[i];
+
+		if (strcmp(h, "localhost") != 0 && strncmp(h, "127.", 4) != 0 &&
+		    strcmp(h, "::1") != 0)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The hint for a refused login (1045). The server says only that user and
+ * password did not match; what lockrun knows is where each came from.
+ * With the server on this host, an anonymous account ''@'localhost' is
+ * the other common cause: the server matches it before 'user'@'%', so
+ * the right password is refused, and no tool can connect to say so.
+ */
+static void refused(struct lr_sb *sb, const struct lr_config *cfg)
+{
+	const struct lr_db_params *db = &cfg->db;
+
+	if (db->option_file && !cfg->password_from)
+		lr_sb_printf(sb, "; check the account in option_file %s", db->option_file);
+	else
+		lr_sb_printf(sb, "; check user '%s' and %s", db->user ? db->user : "",
+		             cfg->password_from ? cfg->password_from
+		                                : "the password (none is configured)");
+	lr_sb_printf(sb, " in %s", origin(cfg));
+	if (local_server(db) && db->user)
+		lr_sb_printf(sb,
+		             ". If they are right, an anonymous account ''@'localhost' (left by "
+		             "mariadb-install-db) may shadow '%s'@'%%': an administrator "
+		             "removes it with DROP USER ''@'localhost'",
+		             db->user);
+}
+
+/*
+ * The hint for err, a failed connect's error, into buf. Called once, on
+ * the way out with exit status 69; no system calls.
+ */
+const char *lr_hint_connect(unsigned err, const struct lr_config *cfg, char *buf, size_t len)
+{
+	const struct lr_db_params *db = &cfg->db;
+	const char *d = db->database ? db->database : "lockrun";
+	struct lr_sb s, *sb = &s;
+
+	lr_sb_init(sb);
+
+	switch (err) {
+	case ER_ACCESS_DENIED_ERROR:
+		refused(sb, cfg);
+		break;
+	case ER_DBACCESS_DENIED_ERROR:
+		lr_sb_printf(sb,
+		             "; the account has no rights on database '%s' yet: if 'lockrunctl "
+		             "init' has not run there, an administrator runs it; then gives the "
+		             "account the role %s_api (sql/grant.sql; lockrunctl(1), EXAMPLES)",
+		             d, d);
+		break;
+	case ER_BAD_DB_ERROR:
+		lr_sb_printf(sb,
+		             "; an administrator creates it (CREATE DATABASE `%s`), then runs "
+		             "'lockrunctl init'; or set database in %s",
+		             d, origin(cfg));
+		break;
+	case CR_CONNECTION_ERROR:
+		lr_sb_printf(sb,
+		             "; no server answers on this host's socket: for a server elsewhere "
+		             "set host (and port) in [database] of %s, or socket for another path",
+		             origin(cfg));
+		break;
+	default:
+		break;
+	}
+	snprintf(buf, len, "%s", sb->oom ? "" : lr_sb_str(sb));
+	lr_sb_finish(sb);
+	return buf;
+}
