@@ -27,14 +27,6 @@ c() {
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" "$@"
 }
 
-# findings CHECK JSON: the status and detail of each finding of CHECK in
-# doctor's JSON, one per line, as "status|detail".
-findings() {
-	python3 -c 'import json, sys
-for f in json.loads(sys.argv[2])["checks"]:
-    if f["check"] == sys.argv[1]: print(f["status"] + "|" + f["detail"])' "$1" "$2"
-}
-
 # hold_gate NAME OPTION: a background lockrun holding NAME (-x or -s)
 # until $gate exists; its pid goes to pids.
 hold_gate() {

@@ -110,3 +110,26 @@ conf_with() {
 	assert_output "lockrun: $conf: Permission denied (a directory on its path is closed to this user)"
 	rm -rf "$dir"
 }
+
+@test "doctor with an operator's account finds no problem on a healthy install, and says why" {
+	lr_admin_sql "$LR_DB" "CREATE USER 'lr_fh'@'%' IDENTIFIED BY '$fh_pw';
+		GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lr_fh'@'%'"
+	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lr_fh\npassword = %s\n' \
+		"$LR_PORT" "$fh_pw" >"$conf"
+	chmod 600 "$conf"
+	run "$LOCKRUNCTL" -c "$conf" doctor
+	assert_success
+	refute_output --partial FAIL
+	run "$LOCKRUNCTL" -c "$conf" --json doctor
+	assert_success
+	run findings privileges "$output"
+	assert_output --partial "info|lockrun (EXECUTE): no, an operator's account; lockrun runs with an account that has the role (sql/grant.sql)"
+	run "$LOCKRUNCTL" -c "$conf" --json doctor
+	run findings procedures "$output"
+	assert_output "info|not executable by this operator's account; run 'lockrunctl doctor' with lockrun's own account to check them"
+	# The runtime account may not read max-ttl: said so, not as '?'.
+	run "$LOCKRUNCTL" --json doctor
+	run findings topology "$output"
+	refute_output --partial "(?)"
+	assert_output --partial "max-ttl (not readable by this account)"
+}

@@ -119,6 +119,14 @@ kill_pids() {
 	done
 }
 
+# findings CHECK JSON: the status and detail of each finding of CHECK in
+# doctor's JSON, one per line, as "status|detail".
+findings() {
+	python3 -c 'import json, sys
+for f in json.loads(sys.argv[2])["checks"]:
+    if f["check"] == sys.argv[1]: print(f["status"] + "|" + f["detail"])' "$1" "$2"
+}
+
 # ctl ARGS...: lockrunctl as the administrator, quietly.
 ctl() {
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q "$@"
