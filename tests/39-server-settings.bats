@@ -13,56 +13,92 @@ load helpers/common
 
 bats_require_minimum_version 1.5.0
 
-setup_file() {
-	export SD=$LR_TMP/settings
-	mkdir -p "$SD"
-	local pw
+# lrset_provision INSTDIR: on the server of INSTDIR (provisioned by
+# lr_provision), a database lrset's runtime account 'lrset'@'%' with its
+# role, as sql/grant.sql makes them, and its configs: INSTDIR/lrset.conf
+# (that account, TCP) and INSTDIR/lrset-admin.conf. Each test installs
+# into lrset from nothing, under its setting.
+lrset_provision() {
+	local inst=$1 pw
 	pw=$(openssl rand -hex 16)
-	# A database and a runtime account of its own, as sql/grant.sql makes
-	# them, so that each test installs from nothing under its setting.
-	lr_admin_sql "$LR_DB" "DROP USER IF EXISTS 'lrset'@'%';
+	lr_admin_sql "$inst" "DROP USER IF EXISTS 'lrset'@'%';
 		CREATE USER 'lrset'@'%' IDENTIFIED BY '$pw';
 		CREATE ROLE IF NOT EXISTS lrset_api; GRANT lrset_api TO 'lrset'@'%';
 		SET DEFAULT ROLE lrset_api /*M! FOR */ /*!80000 TO */ 'lrset'@'%'"
 	(
 		umask 077
-		printf '%s' "$pw" >"$SD/run.pw"
-		sed "s/^user = .*/user = lrset/; s|^password_file = .*|password_file = $SD/run.pw|;
-			s/^database = .*/database = lrset/" "$LOCKRUN_CONFIG" >"$SD/run.conf"
-		sed "s/^database = .*/database = lrset/" "$LR_ADMIN_CONFIG" >"$SD/admin.conf"
+		printf '%s' "$pw" >"$inst/lrset.pw"
+		sed "s/^user = .*/user = lrset/; s|^password_file = .*|password_file = $inst/lrset.pw|;
+			s/^database = .*/database = lrset/" "$inst/lockrun.conf" >"$inst/lrset.conf"
+		sed "s/^database = .*/database = lrset/" "$inst/admin.conf" >"$inst/lrset-admin.conf"
 	)
+	# As the suite's config: each lockrun stands for a host of its own.
+	grep -q '^local_queue' "$inst/lrset.conf" || sed -i '1i [lock]\nlocal_queue = off\n' "$inst/lrset.conf"
+}
+
+setup_file() {
+	export SD=$LR_TMP/settings
+	mkdir -p "$SD"
+	lrset_provision "$LR_DB"
 }
 
 teardown_file() {
 	lr_admin_sql "$LR_DB" "DROP DATABASE IF EXISTS lrset; DROP USER IF EXISTS 'lrset'@'%';
 		DROP ROLE IF EXISTS lrset_api" || true
+	lr_server_stop "$SD/binlog" || true
+}
+
+# use INSTDIR: the tests' server from here on (S: its instance, SP: its port).
+use() {
+	S=$1
+	SP=$(<"$S/server.port")
 }
 
 setup() {
 	: >"$SD/restore.sql"
 	pids=()
+	use "$LR_DB"
+	own=
 }
 
-# Puts every setting back, even after a failure; and forgets the
-# privileges MySQL cached for sessions begun under the setting.
+# Puts every setting back, even after a failure; forgets the privileges
+# MySQL cached for sessions begun under the setting; stops a server of
+# the test's own.
 teardown() {
 	kill_pids
-	lr_admin_sql "$LR_DB" <"$SD/restore.sql"
-	lr_admin_sql "$LR_DB" "FLUSH PRIVILEGES"
+	lr_admin_sql "$S" <"$SD/restore.sql"
+	lr_admin_sql "$S" "FLUSH PRIVILEGES"
+	[[ -z $own ]] || lr_server_stop "$own"
+}
+
+# server NAME INIT_ARG ARGS...: a server of the suite's flavour of the
+# file's own in $SD/NAME, initialised with INIT_ARG if not empty (MySQL
+# takes lower_case_table_names only there), started with ARGS,
+# provisioned, and used. Kept running for the next test that asks for NAME.
+server() {
+	local inst=$SD/$1 init=$2
+	shift 2
+	if ! lr_server_running "$inst"; then
+		lr_server_init "$inst" ${init:+"$init"} >/dev/null
+		lr_server_start "$inst" "$(lr_free_port)" "$@" >/dev/null
+		lr_provision "$inst"
+		lrset_provision "$inst"
+	fi
+	use "$inst"
 }
 
 # set_global NAME VALUE: SET GLOBAL NAME = VALUE (SQL), put back by teardown.
 set_global() {
 	local old
-	old=$(lr_admin_sql "$LR_DB" "SELECT @@global.$1")
+	old=$(lr_admin_sql "$S" "SELECT @@global.$1")
 	[[ $old =~ ^[0-9.]+$ ]] || old="'$old'"
 	printf 'SET GLOBAL %s = %s;\n' "$1" "$old" >>"$SD/restore.sql"
-	lr_admin_sql "$LR_DB" "SET GLOBAL $1 = $2"
+	lr_admin_sql "$S" "SET GLOBAL $1 = $2"
 }
 
 # has_var NAME: the server knows the global variable NAME.
 has_var() {
-	[[ -n $(lr_admin_sql "$LR_DB" "SHOW GLOBAL VARIABLES LIKE '$1'") ]]
+	[[ -n $(lr_admin_sql "$S" "SHOW GLOBAL VARIABLES LIKE '$1'") ]]
 }
 
 # isolation: the server's name for the transaction isolation variable.
@@ -70,35 +106,38 @@ isolation() {
 	if has_var transaction_isolation; then echo transaction_isolation; else echo tx_isolation; fi
 }
 
-# binlog_on: whether the server writes a binary log (MySQL's default).
-binlog_on() {
-	[[ $(lr_admin_sql "$LR_DB" "SELECT @@log_bin") == 1 ]]
+# binlog: use a server that writes a binary log: the suite's on MySQL
+# (MySQL's default), one of the file's own on MariaDB, which turns it on
+# only at start.
+binlog() {
+	lr_server_is_mysql || server binlog "" --log-bin=lrset-bin --server-id=9
+	assert_equal "$(lr_admin_sql "$S" "SELECT @@log_bin")" 1
 }
 
 # as_app SQL: SQL as the runtime account, in its database.
 as_app() {
-	MYSQL_PWD=$(<"$SD/run.pw") mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
-		-P "$LR_PORT" -u lrset -D lrset -B -e "$1"
+	MYSQL_PWD=$(<"$S/lrset.pw") mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
+		-P "$SP" -u lrset -D lrset -B -e "$1"
 }
 
 # fresh: the database as an operator makes it under the setting.
 fresh() {
 	local lift=
 	has_var max_statement_time && lift="SET SESSION max_statement_time = 0;"
-	lr_admin_sql "$LR_DB" "$lift DROP DATABASE IF EXISTS lrset; CREATE DATABASE lrset"
+	lr_admin_sql "$S" "$lift DROP DATABASE IF EXISTS lrset; CREATE DATABASE lrset"
 }
 
 # finding CHECK: the status and detail of doctor's findings of CHECK, as
 # "status|detail", one per line.
 finding() {
-	"$LOCKRUNCTL" -c "$SD/admin.conf" --json doctor | python3 -c 'import json, sys
+	"$LOCKRUNCTL" -c "$S/lrset-admin.conf" --json doctor | python3 -c 'import json, sys
 for f in json.load(sys.stdin)["checks"]:
     if f["check"] == sys.argv[1]: print(f["status"] + "|" + f["detail"])' "$1"
 }
 
 # tables: how many tables the database has.
 tables() {
-	lr_admin_sql "$LR_DB" "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'lrset'"
+	lr_admin_sql "$S" "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'lrset'"
 }
 
 # refused WORD: init on a fresh database refuses at once, in one line that
@@ -106,14 +145,14 @@ tables() {
 refused() {
 	fresh
 	local t0=${EPOCHREALTIME/[.,]/}
-	run "$LOCKRUNCTL" -c "$SD/admin.conf" init
+	run "$LOCKRUNCTL" -c "$S/lrset-admin.conf" init
 	assert_failure 69
 	assert_equal "${#lines[@]}" 1
 	assert_output --partial "$1"
 	assert_output --partial "nothing was installed"
 	((${EPOCHREALTIME/[.,]/} - t0 < 5000000)) || fail "init took more than 5 s to refuse"
 	assert_equal "$(tables)" 0
-	run "$LOCKRUNCTL" -c "$SD/admin.conf" doctor
+	run "$LOCKRUNCTL" -c "$S/lrset-admin.conf" doctor
 	assert_failure 1
 	assert_line --regexp "^FAIL .*$1"
 }
@@ -122,20 +161,20 @@ refused() {
 # API's acquire and release, and doctor without a FAIL, all succeed.
 works() {
 	fresh
-	run "$LOCKRUNCTL" -c "$SD/admin.conf" init
+	run "$LOCKRUNCTL" -c "$S/lrset-admin.conf" init
 	assert_success
-	run "$LOCKRUNCTL" -c "$SD/admin.conf" init
+	run "$LOCKRUNCTL" -c "$S/lrset-admin.conf" init
 	assert_success
 	assert_output "schema is up to date (version $(ls "$LR_SRC"/sql/0*.sql | wc -l))"
-	run "$LOCKRUN" -c "$SD/run.conf" -x s1 -- true
+	run "$LOCKRUN" -c "$S/lrset.conf" -x s1 -- true
 	assert_success
 	# The contended wait: a holder, then a waiter queued until it ends.
-	"$LOCKRUN" -c "$SD/run.conf" -x s2 -- sh -c "touch '$SD/held'; sleep 1" 3>&- &
+	"$LOCKRUN" -c "$S/lrset.conf" -x s2 -- sh -c "touch '$SD/held'; sleep 1" 3>&- &
 	pids+=($!)
 	lr_wait_for test -e "$SD/held"
 	rm -f "$SD/held"
 	local t0=${EPOCHREALTIME/[.,]/}
-	run "$LOCKRUN" -c "$SD/run.conf" -x s2 -- true
+	run "$LOCKRUN" -c "$S/lrset.conf" -x s2 -- true
 	assert_success
 	((${EPOCHREALTIME/[.,]/} - t0 > 300000)) || fail "the second run did not wait"
 	wait "${pids[0]}"
@@ -146,8 +185,8 @@ works() {
 	[[ $out == *$'\tok\t'* || $out == *$'\tok' ]] || fail "acquire: $out"
 	out=$(as_app "${APP_CALL:-}CALL lockrun_release('$lease', 'exited', 0, NULL)")
 	[[ $out == *released* ]] || fail "release: $out"
-	assert_equal "$(lr_admin_sql "$LR_DB" "SELECT COUNT(*) FROM lr_grants WHERE ended_at IS NOT NULL" lrset)" 4
-	run "$LOCKRUNCTL" -c "$SD/admin.conf" doctor
+	assert_equal "$(lr_admin_sql "$S" "SELECT COUNT(*) FROM lr_grants WHERE ended_at IS NOT NULL" lrset)" 4
+	run "$LOCKRUNCTL" -c "$S/lrset-admin.conf" doctor
 	assert_success
 	refute_output --partial FAIL
 }
@@ -175,7 +214,7 @@ works() {
 }
 
 @test "binlog_format = MIXED" {
-	binlog_on || skip "no binary log on the suite's server"
+	binlog
 	set_global binlog_format "'MIXED'"
 	works
 }
@@ -183,20 +222,29 @@ works() {
 # The server refuses the routines' writes (1665): init says so before it
 # writes anything, lockrun in one line (the server's), and doctor FAILs it.
 @test "binlog_format = STATEMENT: init refuses, lockrun fails at once, doctor FAILs it" {
-	binlog_on || skip "no binary log on the suite's server"
+	binlog
 	set_global binlog_format "'STATEMENT'"
 	refused "binlog_format is STATEMENT"
 	assert_equal "$(finding binlog_format | cut -d'|' -f1)" problem
 	# A database installed before the change: lockrun fails at once.
-	lr_admin_sql "$LR_DB" "SET GLOBAL binlog_format = 'ROW'"
-	run "$LOCKRUNCTL" -c "$SD/admin.conf" init
+	lr_admin_sql "$S" "SET GLOBAL binlog_format = 'ROW'"
+	run "$LOCKRUNCTL" -c "$S/lrset-admin.conf" init
 	assert_success
-	lr_admin_sql "$LR_DB" "SET GLOBAL binlog_format = 'STATEMENT'"
+	lr_admin_sql "$S" "SET GLOBAL binlog_format = 'STATEMENT'"
 	local t0=${EPOCHREALTIME/[.,]/}
-	run "$LOCKRUN" -c "$SD/run.conf" -x s1 -- true
+	run "$LOCKRUN" -c "$S/lrset.conf" -x s1 -- true
 	assert_failure 69
 	assert_output --partial "BINLOG_FORMAT = STATEMENT"
 	((${EPOCHREALTIME/[.,]/} - t0 < 5000000)) || fail "lockrun took more than 5 s to fail"
+}
+
+# Set when the data directory is made (MySQL refuses another value later):
+# a server of the test's own.
+@test "lower_case_table_names = 1" {
+	server lctn --lower-case-table-names=1 --lower-case-table-names=1
+	own=$S
+	assert_equal "$(lr_admin_sql "$S" "SELECT @@lower_case_table_names")" 1
+	works
 }
 
 @test "sql_mode ''" {
@@ -220,11 +268,11 @@ works() {
 		return
 	fi
 	fresh
-	run "$LOCKRUNCTL" -c "$SD/admin.conf" init
+	run "$LOCKRUNCTL" -c "$S/lrset-admin.conf" init
 	assert_success
 	set_global sql_mode "'ANSI'"
 	refused "ANSI_QUOTES"
-	run "$LOCKRUN" -c "$SD/run.conf" -x s1 -- true
+	run "$LOCKRUN" -c "$S/lrset.conf" -x s1 -- true
 	assert_failure 69
 	assert_equal "${#lines[@]}" 1
 	assert_output --partial "(1044)"
@@ -271,12 +319,12 @@ works() {
 	set_global max_statement_time 0.01
 	APP_CALL="SET STATEMENT max_statement_time = 0 FOR " works
 	# An application's wait in lockrun_sleep, under the global limit.
-	"$LOCKRUN" -c "$SD/run.conf" -x api -- sh -c "touch '$SD/held'; sleep 5" 3>&- &
+	"$LOCKRUN" -c "$S/lrset.conf" -x api -- sh -c "touch '$SD/held'; sleep 5" 3>&- &
 	pids+=($!)
 	lr_wait_for test -e "$SD/held"
 	local req
 	req=$(openssl rand -hex 16)
-	run as_app "${APP_CALL}CALL lockrun_acquire('mutex:api', '$req', '$req', 30000, 1,
+	run as_app "SET STATEMENT max_statement_time = 0 FOR CALL lockrun_acquire('mutex:api', '$req', '$req', 30000, 1,
 		'apphost', 1, 'tester', '39-server-settings'); CALL lockrun_sleep('$req', 2000)"
 	assert_failure
 	assert_output --partial queued
