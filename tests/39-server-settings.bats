@@ -247,9 +247,17 @@ works() {
 	works
 }
 
-@test "sql_mode ''" {
+# The routines keep the sql_mode of the session that creates them: init's
+# own, the server's default, strict (a value a column cannot hold fails
+# the routine's statement rather than being cut to fit), whatever the
+# global one. (How a CALL's arguments are converted is the caller's
+# sql_mode's business.)
+@test "sql_mode '': the routines are still strict" {
 	set_global sql_mode "''"
 	works
+	run lr_admin_sql "$S" "SELECT DISTINCT SQL_MODE LIKE '%STRICT_TRANS_TABLES%'
+		FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = 'lrset'"
+	assert_output 1
 }
 
 @test "sql_mode TRADITIONAL" {
