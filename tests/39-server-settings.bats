@@ -169,7 +169,7 @@ works() {
 	run "$LOCKRUN" -c "$S/lrset.conf" -x s1 -- true
 	assert_success
 	# The contended wait: a holder, then a waiter queued until it ends.
-	"$LOCKRUN" -c "$S/lrset.conf" -x s2 -- sh -c "touch '$SD/held'; sleep 1" 3>&- &
+	"$LOCKRUN" -c "$S/lrset.conf" -x s2 -- sh -c "touch '$SD/held'; sleep 0.6" 3>&- &
 	pids+=($!)
 	lr_wait_for test -e "$SD/held"
 	rm -f "$SD/held"
