@@ -982,6 +982,7 @@ static const char *session_settings(lr_db *db)
 	             "'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,"
 	             "NO_ENGINE_SUBSTITUTION'";
 }
+
 /*
  * Reads the options, wherever they stand, into c, and the command with its
  * arguments, in their order, into c->args (getopt in RETURN_IN_ORDER mode,
