@@ -253,7 +253,8 @@ static int cmd_init(struct ctl *c, int argc, char **argv)
 
 	(void)argc;
 	(void)argv;
-	if (!lr_schema_migrate(c->db, &from, &to, &routines, err, sizeof(err))) {
+	if (!lr_schema_settings(c->db, err, sizeof(err)) ||
+	    !lr_schema_migrate(c->db, &from, &to, &routines, err, sizeof(err))) {
 		lr_log_error("init failed: %s", err);
 		return LR_EXIT_UNAVAILABLE;
 	}
@@ -959,6 +960,31 @@ static bool negative_number(const char *s)
 }
 
 /*
+ * The session every lockrunctl command runs in, whatever the server's
+ * global settings (doc/production.md, "Server settings"): autocommit on,
+ * so that what init and the operator verbs write is committed (under a
+ * global autocommit = 0 init's record of the routines was never, and
+ * every later init applied them again); the server's own default
+ * sql_mode, which the routines keep from the session that creates them
+ * (ANSI_QUOTES or PIPES_AS_CONCAT would change what their text means,
+ * '' would make a too-long value a silent truncation); and no statement
+ * time limit, so that init's DDL is not cut off half-way. Folded into
+ * the one SET each command already sent: no round trip of its own.
+ */
+static const char *session_settings(lr_db *db)
+{
+	return lr_db_is_mysql(db)
+	           ? "SET SESSION time_zone = '+00:00', SESSION innodb_lock_wait_timeout = 5, "
+	             "SESSION autocommit = 1, SESSION max_execution_time = 0, SESSION sql_mode = "
+	             "'ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+	             "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"
+	           : "SET SESSION time_zone = '+00:00', SESSION innodb_lock_wait_timeout = 5, "
+	             "SESSION autocommit = 1, SESSION max_statement_time = 0, SESSION sql_mode = "
+	             "'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,"
+	             "NO_ENGINE_SUBSTITUTION'";
+}
+
+/*
  * Reads the options, wherever they stand, into c, and the command with its
  * arguments, in their order, into c->args (getopt in RETURN_IN_ORDER mode,
  * "-" in front of the option letters: nothing is permuted). Returns -1 to
@@ -1075,9 +1101,10 @@ static int run(struct ctl *c, int argc, char **argv)
 		return cmd->run(c, c->nargs, c->args);
 	/* UTC, so NOW(6) is the procedures' UTC_TIMESTAMP(6); a short lock
 	 * wait, so a hot row costs a retry, not a hang; READ COMMITTED, as
-	 * the procedures use, so range scans take no gap locks. */
-	if (!lr_db_query(c->db, "SET SESSION time_zone = '+00:00', "
-	                        "SESSION innodb_lock_wait_timeout = 5") ||
+	 * the procedures use, so range scans take no gap locks. And the
+	 * settings a server's global values would otherwise decide
+	 * (session_settings). */
+	if (!lr_db_query(c->db, session_settings(c->db)) ||
 	    !lr_db_query(c->db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")) {
 		lr_log_error("%s", lr_db_error(c->db));
 		return LR_EXIT_UNAVAILABLE;

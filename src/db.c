@@ -1010,16 +1010,24 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
  * shows every session of the same account) whenever the statement may be
  * logged: always with the general log on, and with the slow log on for the
  * session. The variable is log_slow_query from MariaDB 10.11, sql_log_slow
- * before. One round trip.
+ * before. The same statement makes the session independent of two global
+ * settings a managed server may have: autocommit (an init_connect may
+ * turn it off; the routines commit what they write either way, but a
+ * statement of lockrun's own would begin a transaction that stays open)
+ * and a statement time limit (MariaDB's max_statement_time cuts off
+ * every statement, a CALL that waits for a wake-up among them; MySQL's
+ * max_execution_time, a SELECT such as GET_LOCK's wait). One round trip.
  */
+#define SESSION_TAIL(t) ", SESSION autocommit = 1, SESSION max_" #t "_time = 0"
 static bool quiet_session(lr_db *db)
 {
 	if (db->quiet)
 		return true;
-	if (!lr_db_query(db, lr_db_is_mysql(db) ? "SET SESSION long_query_time = 31536000"
+	if (!lr_db_query(db, lr_db_is_mysql(db)
+	                         ? "SET SESSION long_query_time = 31536000" SESSION_TAIL(execution)
 	                     : mysql_get_server_version(db->m) >= 101100
-	                         ? "SET SESSION log_slow_query = 0"
-	                         : "SET SESSION sql_log_slow = 0"))
+	                         ? "SET SESSION log_slow_query = 0" SESSION_TAIL(statement)
+	                         : "SET SESSION sql_log_slow = 0" SESSION_TAIL(statement)))
 		return false;
 	db->quiet = true;
 	return true;

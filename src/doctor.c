@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <mysqld_error.h>
@@ -41,11 +42,18 @@ enum {
 	V_SYS_TZ,
 	V_WSREP,
 	V_GENERAL_LOG,
+	V_SQL_MODE,
+	V_LOG_BIN,
+	V_BINLOG_FORMAT,
+	V_AUTOCOMMIT,
+	V_INIT_CONNECT,
+	V_MAX_STMT,
 	NVARS
 };
-static const char *const var_names[NVARS] = {"version",          "version_comment", "read_only",
-                                             "super_read_only",  "wait_timeout",    "time_zone",
-                                             "system_time_zone", "wsrep_on",        "general_log"};
+static const char *const var_names[NVARS] = {
+    "version",   "version_comment",  "read_only",  "super_read_only", "wait_timeout",
+    "time_zone", "system_time_zone", "wsrep_on",   "general_log",     "sql_mode",
+    "log_bin",   "binlog_format",    "autocommit", "init_connect",    "max_statement_time"};
 
 struct doctor {
 	lr_db *db;
@@ -95,7 +103,8 @@ static bool read_vars(struct doctor *d)
 	if (!lr_db_query(d->db, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', "
 	                        "'version_comment', 'read_only', 'super_read_only', "
 	                        "'wait_timeout', 'time_zone', 'system_time_zone', 'wsrep_on', "
-	                        "'general_log')"))
+	                        "'general_log', 'sql_mode', 'log_bin', 'binlog_format', "
+	                        "'autocommit', 'init_connect', 'max_statement_time')"))
 		return false;
 	while ((row = lr_db_fetch(d->db)))
 		for (int i = 0; i < NVARS; i++)
@@ -323,6 +332,59 @@ static void check_read_only(struct doctor *d)
 		    on(d->var[V_SUPER_RO]) ? "super_read_only" : "read_only");
 	else
 		say(d, "read_only", SEV_OK, "the server accepts writes");
+}
+
+/*
+ * The global settings of a managed server that lockrun's sessions meet
+ * (doc/production.md, "Server settings"): the two under which it cannot
+ * work, which init refuses too (lr_schema_settings), are FAILs; a global
+ * autocommit = 0, which lockrun and lockrunctl turn on in their own
+ * sessions, is said. No query: the values are read_vars'.
+ */
+static void check_settings(struct doctor *d)
+{
+	const char *mode = d->var[V_SQL_MODE] ? d->var[V_SQL_MODE] : "?";
+	const char *fmt = d->var[V_BINLOG_FORMAT] ? d->var[V_BINLOG_FORMAT] : "?";
+	const char *ic = d->var[V_INIT_CONNECT] ? d->var[V_INIT_CONNECT] : "";
+
+	if (d->mysql && strstr(mode, "ANSI_QUOTES"))
+		say(d, "sql_mode", SEV_FAIL,
+		    "the global sql_mode has ANSI_QUOTES (%s): a session that logs in under it "
+		    "leaves MySQL's cache of an account's privileges without its roles', so "
+		    "lockrun's runtime account is denied its database (1044) and the procedures "
+		    "(1370), and stays denied after the mode is changed back: take ANSI_QUOTES out "
+		    "of the global sql_mode (and the server's configuration), then run FLUSH "
+		    "PRIVILEGES",
+		    mode);
+	else
+		say(d, "sql_mode", SEV_OK,
+		    "global sql_mode '%s': no effect, lockrunctl sets its own and the routines "
+		    "keep the one they were created with",
+		    mode);
+	if (on(d->var[V_LOG_BIN]) && strcasecmp(fmt, "STATEMENT") == 0)
+		say(d, "binlog_format", SEV_FAIL,
+		    "binlog_format is STATEMENT with the binary log on: the server refuses every "
+		    "write of lockrun's routines (1665, as they run at READ COMMITTED); set "
+		    "binlog_format = ROW (or MIXED), in the server's configuration too");
+	else if (on(d->var[V_LOG_BIN]))
+		say(d, "binlog_format", SEV_OK, "binlog_format %s: lockrun's writes are logged",
+		    fmt);
+	if (!on(d->var[V_AUTOCOMMIT]) || strstr(ic, "autocommit") || strstr(ic, "AUTOCOMMIT"))
+		say(d, "autocommit", SEV_INFO,
+		    "%s: lockrun and lockrunctl turn autocommit on in their own sessions, and the "
+		    "routines commit what they write; an application's own statements around the "
+		    "SQL API stay in its transaction",
+		    on(d->var[V_AUTOCOMMIT]) ? "init_connect sets autocommit"
+		                             : "autocommit is OFF globally");
+	/* MariaDB's limit reaches every statement, a CALL included (MySQL's
+	 * max_execution_time only a SELECT). */
+	if (d->var[V_MAX_STMT] && strtod(d->var[V_MAX_STMT], NULL) > 0)
+		say(d, "max_statement_time", SEV_WARN,
+		    "max_statement_time is %s s: lockrun and lockrunctl turn it off in their own "
+		    "sessions, but an application's CALL of the SQL API that runs longer is cut "
+		    "off (1969): such an application must run its CALLs with "
+		    "SET STATEMENT max_statement_time = 0 FOR CALL ...",
+		    d->var[V_MAX_STMT]);
 }
 
 /*
@@ -1111,6 +1173,7 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_server(&d);
 	check_galera(&d);
 	check_read_only(&d);
+	check_settings(&d);
 	check_topology(&d);
 	check_wait_timeout(&d);
 	check_general_log(&d);

@@ -58,6 +58,50 @@ bool lr_schema_check(lr_db *db, char *err, size_t errlen)
 	return true;
 }
 
+/*
+ * init's refusal of the global server settings under which lockrun cannot
+ * work, before it writes anything, with what to change; called before
+ * lr_schema_migrate. On MySQL, ANSI_QUOTES in the global sql_mode: a
+ * session that logs in under it leaves the server's cache of an account's
+ * privileges without those of its roles (measured on 9.7), so the runtime
+ * account, whose privileges come through <database>_api, is denied its
+ * database (1044) and the procedures (1370), and stays denied after the
+ * mode is changed back, until FLUSH PRIVILEGES. On either server, with
+ * the binary log on, binlog_format STATEMENT, under which the server
+ * refuses every write of the routines (1665: they run at READ COMMITTED).
+ * One query.
+ */
+bool lr_schema_settings(lr_db *db, char *err, size_t errlen)
+{
+	MYSQL_ROW row;
+
+	if (!lr_db_query(db,
+	                 "SELECT @@global.sql_mode, @@global.log_bin, @@global.binlog_format") ||
+	    !(row = lr_db_fetch(db))) {
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		return false;
+	}
+	if (lr_db_is_mysql(db) && row[0] && strstr(row[0], "ANSI_QUOTES")) {
+		snprintf(
+		    err, errlen,
+		    "%s: the global sql_mode has ANSI_QUOTES, under which MySQL denies the "
+		    "runtime account the privileges of its role (1044) until FLUSH PRIVILEGES: "
+		    "take ANSI_QUOTES out of the global sql_mode, run FLUSH PRIVILEGES, then "
+		    "init again; nothing was installed",
+		    lr_db_server(db));
+		return false;
+	}
+	if (row[1] && strcmp(row[1], "1") == 0 && row[2] && strcasecmp(row[2], "STATEMENT") == 0) {
+		snprintf(err, errlen,
+		         "%s: binlog_format is STATEMENT, under which the server refuses lockrun's "
+		         "writes (1665): set binlog_format = ROW (or MIXED), then init again; "
+		         "nothing was installed",
+		         lr_db_server(db));
+		return false;
+	}
+	return true;
+}
+
 /* "DELIMITER xx" on a line of its own, as the mariadb client reads it:
  * copies xx to delim (at most 7 bytes) and returns true. */
 static bool delimiter_line(const char *t, size_t n, char *delim)

@@ -26,6 +26,7 @@ extern const char lr_routines_digest[];
 
 bool lr_schema_version(lr_db *db, unsigned *version, char *err, size_t errlen);
 bool lr_schema_check(lr_db *db, char *err, size_t errlen);
+bool lr_schema_settings(lr_db *db, char *err, size_t errlen);
 bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, char *err,
                        size_t errlen);
 

@@ -53,12 +53,13 @@ max_ttl_at_once() {
 
 # quiet_stmt: the statement lockrun's connections start with, which keeps
 # them out of the slow query log (src/db.c, quiet_session): MySQL has no
-# per-session switch, so a longest long_query_time stands for one there.
+# per-session switch, so a longest long_query_time stands for one there;
+# and turns autocommit on and the server's statement time limit off.
 quiet_stmt() {
 	if lr_server_is_mysql; then
-		echo 'SET SESSION long_query_time = 31536000'
+		echo 'SET SESSION long_query_time = 31536000, SESSION autocommit = 1, SESSION max_execution_time = 0'
 	else
-		echo 'SET SESSION log_slow_query = 0'
+		echo 'SET SESSION log_slow_query = 0, SESSION autocommit = 1, SESSION max_statement_time = 0'
 	fi
 }
 
