@@ -395,7 +395,7 @@ static bool in_group(lr_db *db)
 }
 
 /*
- * Whether the server is read-only: read_only (MariaDB 11 may also say
+ * Whether the server is read-only: read_only (MariaDB 12 may also say
  * NO_LOCK or NO_LOCK_NO_ADMIN; MySQL's super_read_only sets it too). The
  * routines refuse to write there (1290, lr_server_state), and init is no
  * way around that: an administrator may write on a read-only server, but

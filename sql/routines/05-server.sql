@@ -42,12 +42,13 @@ DELIMITER //
 -- the server's own answer to a write there, which lockrun takes for "try
 -- the next host". The server's answer alone is no fence: it spares an
 -- account with CONNECTION_ADMIN or SUPER (MySQL) or READ_ONLY ADMIN
--- (MariaDB; SUPER before 11.0), and such an account is the routines'
--- definer when it installed them without SET USER / SET_ANY_DEFINER (a
--- managed database's master account). MariaDB: read_only, which 11.x may
--- also set to NO_LOCK or NO_LOCK_NO_ADMIN (read-only too), hence by
--- name; MySQL: read_only or super_read_only (which sets read_only, but
--- is asked too). A read of two variables, no statement.
+-- (MariaDB; SUPER too before 10.11), and such an account is the
+-- routines' definer when it installed them without SET USER /
+-- SET_ANY_DEFINER (a managed database's master account). MariaDB:
+-- read_only, which 12.0 may also set to NO_LOCK or NO_LOCK_NO_ADMIN
+-- (read-only too), hence by name; MySQL: read_only or super_read_only
+-- (which sets read_only, but is asked too). A read of two variables, no
+-- statement.
 -- p_what 2: p_in_trx, whether the session is inside a transaction.
 -- MariaDB: @@in_transaction. MySQL has no such variable; SET TRANSACTION
 -- fails there inside a transaction (1568), and outside one sets the next
