@@ -76,10 +76,13 @@ state() {
 		FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'lr_$1'")" "lr_$1"
 }
 
-# as N SQL: SQL as the installer N, in its database.
-as() {
-	MYSQL_PWD=instpw mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
-		-P "$(<"$RO/server.port")" -u "inst_$1" -D "lr_$1" -N -B -e "$2"
+# as N SQL: SQL as the installer N, in its database; rt N SQL: as its
+# runtime account.
+as() { client "inst_$1" instpw "lr_$1" "$2"; }
+rt() { client "rt_$1" rtpw "lr_$1" "$2"; }
+client() {
+	MYSQL_PWD=$2 mariadb --no-defaults --skip-ssl-verify-server-cert -h 127.0.0.1 \
+		-P "$(<"$RO/server.port")" -u "$1" -D "$3" -N -B -e "$4"
 }
 
 @test "on a read-only server lockrun exits 69 naming read_only, runs nothing and writes nothing" {
@@ -108,23 +111,27 @@ as() {
 	done
 }
 
-@test "the SQL API refuses acquire, release and new-epoch on a read-only server with 1290 naming read_only" {
-	local n lease before
+@test "the SQL API: every writing procedure and new-epoch answer 1290 naming read_only, and write nothing" {
+	local n req lease before call
 	for n in $(names); do
-		lease=$(openssl rand -hex 16)
-		as "$n" "CALL lockrun_acquire('mutex:ro2', '$(openssl rand -hex 16)', '$lease', 2000, 0,
+		req=$(openssl rand -hex 16) lease=$(openssl rand -hex 16)
+		rt "$n" "CALL lockrun_acquire('mutex:ro2', '$req', '$lease', 60000, 0,
 			'apphost', 4242, 'tester', '38-read-only test')" >/dev/null
 		lr_admin_sql "$RO" "SET GLOBAL read_only = ON"
 		before=$(state "$n")
-		run as "$n" "CALL lockrun_acquire('mutex:ro2b', '$(openssl rand -hex 16)', '$(openssl rand -hex 16)',
-			2000, 0, 'apphost', 4242, 'tester', '38-read-only test')"
-		assert_failure
-		assert_output --partial "ERROR 1290 (HY000)"
-		assert_output --partial "read_only"
-		# A release that cannot be written is not a success.
-		run as "$n" "CALL lockrun_release('$lease', 'exited', 0, NULL)"
-		assert_failure
-		assert_output --partial "ERROR 1290 (HY000)"
+		# A release that cannot be written is not a success either.
+		for call in "lockrun_acquire('mutex:ro2b', '$(openssl rand -hex 16)', '$(openssl rand -hex 16)',
+				2000, 1, 'apphost', 4242, 'tester', '38-read-only test')" \
+			"lockrun_renew('$lease', 2000)" "lockrun_release('$lease', 'exited', 0, NULL)" \
+			"lockrun_poll('$req')" "lockrun_sleep('$req', 10)" "lockrun_dequeue('$req')" \
+			"lockrun_host_queue('$req', 0)" "lockrun_settle('mutex:ro2', '$req', '$lease')"; do
+			run rt "$n" "CALL $call"
+			assert_failure
+			assert_output --partial "ERROR 1290 (HY000)"
+			assert_output --partial "lockrun writes nothing on a read-only server: read_only"
+		done
+		# lockrun_check only reads: it still answers.
+		assert_equal "$(rt "$n" "CALL lockrun_check('$lease', NULL)" | cut -f1)" 1
 		run "$LOCKRUNCTL" -c "$RO/inst_$n.conf" new-epoch
 		assert_failure 69
 		assert_output --partial read_only
