@@ -439,16 +439,37 @@ static bool in_group(lr_db *db)
 }
 
 /*
+ * Whether the server is read-only: read_only (MariaDB 12 may also say
+ * NO_LOCK or NO_LOCK_NO_ADMIN; MySQL's super_read_only sets it too). The
+ * routines refuse to write there (1290, lr_server_state), and init is no
+ * way around that: an administrator may write on a read-only server, but
+ * an old primary the fail-over fenced with read_only must not get a schema
+ * or an epoch of its own. Returns its value (NULL: not read-only, or the
+ * query failed, which the next statement reports). One query.
+ */
+static const char *read_only(lr_db *db)
+{
+	MYSQL_ROW row;
+
+	if (!lr_db_query(db, "SELECT CAST(@@global.read_only AS CHAR)") ||
+	    !(row = lr_db_fetch(db)) || !row[0] || !strcmp(row[0], "0") || !strcmp(row[0], "OFF"))
+		return NULL;
+	return row[0];
+}
+
+/*
  * Brings the schema up to the newest migration, then the routines up to
  * this build's. Serialised with a named lock so two concurrent inits do
  * not interleave their DDL; a second run finds nothing to do and changes
- * nothing. Refuses a member of a MySQL Group Replication group before it
- * writes anything (in_group). A few queries per migration.
+ * nothing. Refuses a member of a MySQL Group Replication group (in_group)
+ * and a read-only server (read_only) before it writes anything. A few
+ * queries per migration.
  */
 bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, char *err,
                        size_t errlen)
 {
 	MYSQL_ROW row;
+	const char *ro;
 	bool ok = false, own_definer;
 
 	if (!lr_db_query(db, "SELECT GET_LOCK('lockrun.schema', 30)") || !(row = lr_db_fetch(db)) ||
@@ -463,6 +484,13 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
 		         "%s: this server is a member of a MySQL Group Replication group, which "
 		         "lockrun does not support: nothing was installed",
 		         lr_db_server(db));
+		goto out;
+	}
+	if ((ro = read_only(db))) {
+		snprintf(err, errlen,
+		         "%s: the server is read-only (read_only = %s): run init on the primary; "
+		         "nothing was installed",
+		         lr_db_server(db), ro);
 		goto out;
 	}
 	if (!lr_schema_version(db, from, err, errlen))

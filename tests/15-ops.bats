@@ -592,14 +592,15 @@ print(*[c["status"] + " " + c["detail"] for c in d["checks"] if c["check"] == "c
 	assert_output --regexp '^ok the server.s clock is [01]\.[0-9]+ s '
 }
 
-@test "doctor flags a server started with --read-only, and a wait_timeout shorter than the lease (exit 1)" {
+@test "doctor flags a read-only server, and a wait_timeout shorter than the lease (exit 1)" {
 	ro_inst=$LR_TMP/ro.$BATS_TEST_NUMBER
 	mkdir -p "$ro_inst"
 	lr_server_init "$ro_inst"
-	lr_server_start "$ro_inst" "$(lr_free_port)" --read-only --wait-timeout=8
+	lr_server_start "$ro_inst" "$(lr_free_port)" --wait-timeout=8
 	lr_provision "$ro_inst"
-	# The administrator may still write: the schema, as a DBA would.
+	# Installed first: init refuses a read-only server (38-read-only.bats).
 	"$LOCKRUNCTL" -c "$ro_inst/admin.conf" init
+	lr_admin_sql "$ro_inst" "SET GLOBAL read_only = ON"
 	cp "$ro_inst/lockrun.conf" "$BATS_TEST_TMPDIR/ro.conf"
 	printf '[lock]\nttl = 30\n' >>"$BATS_TEST_TMPDIR/ro.conf"
 	run "$LOCKRUNCTL" -c "$BATS_TEST_TMPDIR/ro.conf" doctor
@@ -609,7 +610,7 @@ print(*[c["status"] + " " + c["detail"] for c in d["checks"] if c["check"] == "c
 	assert_line --regexp '^2 problems, [0-9]+ warnings?: lockrun would fail or be unsafe here$'
 	# And lockrun indeed cannot lock there.
 	run "$LOCKRUN" -c "$ro_inst/lockrun.conf" -x ro -- true
-	assert_failure
+	assert_failure 69
 }
 
 @test "sweep deletes --once-per completions a day and three windows past their window, and keeps the others" {

@@ -36,6 +36,19 @@ DELIMITER //
 -- member of a Group Replication group is refused outright (1290), as
 -- lockrun does not support it: its members certify writes as Galera's do,
 -- but lockrun's causal reads and writer choice are Galera's alone.
+-- Asked with 1 too, as every routine that writes asks it: whether the
+-- server is read-only. One that is (and applies no other server's
+-- transactions: lr_enter names a replica as such) is refused with 1290,
+-- the server's own answer to a write there, which lockrun takes for "try
+-- the next host". The server's answer alone is no fence: it spares an
+-- account with CONNECTION_ADMIN or SUPER (MySQL) or READ_ONLY ADMIN
+-- (MariaDB; SUPER too before 10.11), and such an account is the
+-- routines' definer when it installed them without SET USER /
+-- SET_ANY_DEFINER (a managed database's master account). MariaDB:
+-- read_only, which 12.0 may also set to NO_LOCK or NO_LOCK_NO_ADMIN
+-- (read-only too), hence by name; MySQL: read_only or super_read_only
+-- (which sets read_only, but is asked too). A read of two variables, no
+-- statement.
 -- p_what 2: p_in_trx, whether the session is inside a transaction.
 -- MariaDB: @@in_transaction. MySQL has no such variable; SET TRANSACTION
 -- fails there inside a transaction (1568), and outside one sets the next
@@ -58,6 +71,10 @@ BEGIN
   IF p_what & 1 THEN
     SELECT VARIABLE_VALUE INTO p_replicating FROM information_schema.GLOBAL_STATUS
      WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
+    IF p_replicating = 0 AND CAST(@@global.read_only AS CHAR) NOT IN ('0', 'OFF') THEN
+      SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
+        MESSAGE_TEXT = 'lockrun writes nothing on a read-only server: read_only is ON here';
+    END IF;
   END IF;
   IF p_what & 2 THEN
     SET p_in_trx = @@in_transaction;
@@ -85,6 +102,10 @@ BEGIN
     IF v_group > 0 THEN
       SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
         MESSAGE_TEXT = 'lockrun: this server is a member of a MySQL Group Replication group, which lockrun does not support';
+    END IF;
+    IF p_replicating = 0 AND (@@global.read_only OR @@global.super_read_only) THEN
+      SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
+        MESSAGE_TEXT = 'lockrun writes nothing on a read-only server: read_only (or super_read_only) is ON here';
     END IF;
   END IF;
   IF p_what & 2 THEN

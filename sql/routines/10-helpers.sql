@@ -30,7 +30,12 @@ DELIMITER //
 -- one write of any kind there (a renewal, a release, a queue heartbeat)
 -- gives the replica a transaction of its own, which stops its replication
 -- (GTID strict mode) or is overwritten, and a replica that no longer
--- replicates looks like a primary to the routines. Then the session: a lock wait of 2 s,
+-- replicates looks like a primary to the routines; and a read-only server
+-- (read_only, on MySQL also super_read_only), with the same 1290, whatever
+-- the definer's privileges would let it write there (lr_server_state):
+-- read_only is how a fail-over fences the old primary, so nothing is
+-- granted, renewed, handed on, released or queued there, and no epoch
+-- starts. Then the session: a lock wait of 2 s,
 -- so a row held elsewhere costs a retry (1205), not a hang; and on a
 -- Galera node causal reads (wsrep_sync_wait = 3: reads, UPDATE and DELETE
 -- wait until the node applied what the cluster committed before them; one
