@@ -53,5 +53,6 @@ SET DEFAULT ROLE lockrun_api /*M! FOR */ /*!80000 TO */ 'lockrun'@'%';
 -- binary logging needs no SUPER: a managed database's master account is
 -- enough (doc/production.md).
 -- `lockrunctl set`, `status` and the other operator verbs read and write
--- the tables directly: run them with an operator account holding
---     GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lockrun_admin'@'%';
+-- the tables directly: run them with an operator account, granted by
+-- operator.sql beside this file, whose credentials go into
+-- /etc/lockrun/operator.conf.

@@ -117,8 +117,9 @@ static void usage(FILE *out)
 	      "2h, 7d.\n"
 	      "\n"
 	      "Options:\n"
-	      "  -c, --config FILE     configuration file (default $LOCKRUN_CONFIG,\n"
-	      "                        then /etc/lockrun.conf)\n"
+	      "  -c, --config FILE     configuration file (default $LOCKRUN_CONFIG, then\n"
+	      "                        /etc/lockrun/operator.conf if readable, then\n"
+	      "                        /etc/lockrun.conf)\n"
 	      "  -j, --json            print JSON (status, list, history, sweep, release,\n"
 	      "                        check, doctor, max-ttl)\n"
 	      "      --format FORMAT   text, or json (the same as --json); status also\n"
@@ -245,9 +246,21 @@ static bool whoami(char **user, char **host)
 	return false;
 }
 
+/* The server's error number at the end of a message, "... (1142)", or 0:
+ * init's last statement (releasing its lock) has cleared lr_db_errno. */
+static unsigned error_number(const char *msg)
+{
+	const char *open = strrchr(msg, '(');
+	unsigned n = 0;
+
+	if (!open || sscanf(open, "(%u)", &n) != 1 || msg[strlen(msg) - 1] != ')')
+		return 0;
+	return n;
+}
+
 static int cmd_init(struct ctl *c, int argc, char **argv)
 {
-	char err[1024];
+	char err[1024], hint[1024];
 	unsigned from, to;
 	bool routines;
 
@@ -255,7 +268,9 @@ static int cmd_init(struct ctl *c, int argc, char **argv)
 	(void)argv;
 	if (!lr_schema_settings(c->db, err, sizeof(err)) ||
 	    !lr_schema_migrate(c->db, &from, &to, &routines, err, sizeof(err))) {
-		lr_log_error("init failed: %s", err);
+		lr_log_error(
+		    "init failed: %s%s", err,
+		    lr_hint_rights(error_number(err), "init", &c->cfg, hint, sizeof(hint)));
 		return LR_EXIT_UNAVAILABLE;
 	}
 	if (c->verbosity < 0)
@@ -269,14 +284,20 @@ static int cmd_init(struct ctl *c, int argc, char **argv)
 	return LR_EXIT_OK;
 }
 
-/* The schema check every command but init and doctor starts with. */
+/*
+ * The schema check every command but init and doctor starts with: the
+ * first read of lockrun's tables, so an account without table rights
+ * (lockrun's own) is refused here, and told which account to use. One
+ * query.
+ */
 static bool schema_ok(struct ctl *c)
 {
-	char err[1024];
+	char err[1024], hint[1024];
 
 	if (lr_schema_check(c->db, err, sizeof(err)))
 		return true;
-	lr_log_error("%s", err);
+	lr_log_error("%s%s", err,
+	             lr_hint_rights(lr_db_errno(c->db), c->args[0], &c->cfg, hint, sizeof(hint)));
 	return false;
 }
 
@@ -1049,6 +1070,21 @@ static int read_args(struct ctl *c, int argc, char **argv)
 	return -1;
 }
 
+/*
+ * Which configuration file lockrunctl reads: -c, else $LOCKRUN_CONFIG,
+ * else the operator's file when this user may read it (root, as it is
+ * installed), else lr_config_load's default, /etc/lockrun.conf. lockrun
+ * itself never reads the operator's file. One access(2).
+ */
+static const char *config_path(const struct ctl *c)
+{
+	const char *env = getenv("LOCKRUN_CONFIG");
+
+	if (c->config || (env && *env))
+		return c->config;
+	return access(LR_OPERATOR_CONFIG, R_OK) == 0 ? LR_OPERATOR_CONFIG : NULL;
+}
+
 static int run(struct ctl *c, int argc, char **argv)
 {
 	const struct command *cmd;
@@ -1070,7 +1106,7 @@ static int run(struct ctl *c, int argc, char **argv)
 	}
 	if (!(cmd = command_ok(c, c->nargs, c->args)))
 		return LR_EXIT_USAGE;
-	if (!lr_config_load(&c->cfg, c->config)) {
+	if (!lr_config_load(&c->cfg, config_path(c))) {
 		lr_log_error("%s", c->cfg.err);
 		return LR_EXIT_CONFIG;
 	}

@@ -939,6 +939,43 @@ out:
 	lr_sb_finish(&sb);
 }
 
+/*
+ * When `lockrunctl sweep` last ran (it records that in lr_settings): a
+ * WARN when none ran for two days while the lock log is older than that,
+ * as when the sweep timer is not enabled or its account may not write the
+ * tables. Needs SELECT on the tables (silent without: check_used says
+ * so). One query, by primary keys.
+ */
+static void check_sweep(struct doctor *d)
+{
+	MYSQL_ROW row;
+
+	if (!lr_db_query(d->db,
+	                 "SELECT DATE_FORMAT(s.changed_at, '%Y-%m-%dT%H:%i:%SZ'), "
+	                 "s.changed_at < UTC_TIMESTAMP(6) - INTERVAL 2 DAY, "
+	                 "(SELECT acquired_at FROM lr_grants ORDER BY id LIMIT 1) < "
+	                 "UTC_TIMESTAMP(6) - INTERVAL 2 DAY "
+	                 "FROM (SELECT 1) one LEFT JOIN lr_settings s ON s.name = 'last_sweep'") ||
+	    !(row = lr_db_fetch(d->db)))
+		return;
+	if (row[0] && strcmp(row[1], "1") == 0)
+		say(d, "sweep", SEV_WARN,
+		    "the last 'lockrunctl sweep' ran at %s, more than 2 days ago: enable "
+		    "lockrun-sweep.timer (or the cron file) on one host, with the operator's "
+		    "account in /etc/lockrun/operator.conf",
+		    row[0]);
+	else if (row[0])
+		say(d, "sweep", SEV_OK, "'lockrunctl sweep' last ran at %s", row[0]);
+	else if (row[2] && strcmp(row[2], "1") == 0)
+		say(d, "sweep", SEV_WARN,
+		    "no 'lockrunctl sweep' has run, and the lock log goes back more than 2 days: "
+		    "enable lockrun-sweep.timer (or the cron file) on one host, with the "
+		    "operator's account in /etc/lockrun/operator.conf");
+	else
+		say(d, "sweep", SEV_OK,
+		    "no 'lockrunctl sweep' has run yet; the lock log is younger than 2 days");
+}
+
 /* Which text of sql/routines/ the database runs: init records its
  * SHA-256 in lr_routines. Readable only by accounts that may read tables. */
 static void check_routines(struct doctor *d)
@@ -1184,6 +1221,7 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_accounts(&d);
 	check_schema(&d);
 	check_used(&d);
+	check_sweep(&d);
 	check_rtt(&d);
 	for (size_t i = 0; i < d.n; i++) {
 		*problems += d.f[i].sev == SEV_FAIL;

@@ -6,6 +6,7 @@
 #include <errmsg.h>
 #include <mysqld_error.h>
 
+#include "lr_build.h"
 #include "strbuf.h"
 
 /* Where the settings came from, for "check X in Y". */
@@ -94,6 +95,41 @@ const char *lr_hint_connect(unsigned err, const struct lr_config *cfg, char *buf
 	default:
 		break;
 	}
+	snprintf(buf, len, "%s", sb->oom ? "" : lr_sb_str(sb));
+	lr_sb_finish(sb);
+	return buf;
+}
+
+/*
+ * The hint for a command refused by the server after connecting: err is
+ * its number, cmd the lockrunctl command. A table refused (1142, 1143)
+ * means the account is lockrun's own, which may only call the
+ * procedures: the operator's commands need the operator account, init
+ * an administrator. Called once, on the way out; no system calls.
+ */
+const char *lr_hint_rights(unsigned err, const char *cmd, const struct lr_config *cfg, char *buf,
+                           size_t len)
+{
+	const char *d = cfg->db.database ? cfg->db.database : "lockrun";
+	const char *u = cfg->db.user ? cfg->db.user : "";
+	struct lr_sb s, *sb = &s;
+
+	lr_sb_init(sb);
+	if (strcmp(cmd, "init") == 0 &&
+	    (err == ER_TABLEACCESS_DENIED_ERROR || err == ER_DBACCESS_DENIED_ERROR ||
+	     err == ER_SPECIFIC_ACCESS_DENIED_ERROR))
+		lr_sb_printf(sb,
+		             "; 'init' needs an administrator (sql/grant.sql), not user '%s' of "
+		             "%s: give -c FILE with one, or, as root on the server's host, "
+		             "-c /dev/null to connect through the socket as root",
+		             u, origin(cfg));
+	else if (err == ER_TABLEACCESS_DENIED_ERROR || err == ER_COLUMNACCESS_DENIED_ERROR)
+		lr_sb_printf(sb,
+		             "; '%s' needs the operator account, not user '%s' of %s: an "
+		             "administrator runs GRANT SELECT, INSERT, UPDATE, DELETE ON `%s`.* "
+		             "TO an account (sql/operator.sql) and puts it in %s (mode 0600, "
+		             "root), which lockrunctl reads first",
+		             cmd, u, origin(cfg), d, LR_OPERATOR_CONFIG);
 	snprintf(buf, len, "%s", sb->oom ? "" : lr_sb_str(sb));
 	lr_sb_finish(sb);
 	return buf;

@@ -5,7 +5,7 @@
  * it, from what the configuration says. The error itself stays as the
  * server or connector worded it; the hint follows it.
  *
- * May use: config, db, strbuf.
+ * May use: config, db, strbuf, lr_build (generated).
  */
 #ifndef LR_HINT_H
 #define LR_HINT_H
@@ -18,5 +18,11 @@
  * connector's number, lr_db_errno), or "" when there is none; returns
  * buf. */
 const char *lr_hint_connect(unsigned err, const struct lr_config *cfg, char *buf, size_t len);
+
+/* "; HINT" into buf for err, a server's refusal after connecting, met by
+ * lockrunctl's command cmd: a table refused to lockrun's own account
+ * (1142), or init's rights; "" when there is none; returns buf. */
+const char *lr_hint_rights(unsigned err, const char *cmd, const struct lr_config *cfg, char *buf,
+                           size_t len);
 
 #endif

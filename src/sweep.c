@@ -463,6 +463,16 @@ bool lr_sweep_run(lr_db *db, unsigned long long retention_s, struct lr_sweep_cou
 	             LR_SWEEP_BATCH);
 	if (!drain(db, lr_sb_str(&sel), &b, &c->once_deleted, err, errlen))
 		goto out;
+	/* When it last ran, for `lockrunctl doctor`, which says when no
+	 * sweep ran for days: a timer not enabled, or one whose account may
+	 * not write the tables. */
+	if (!lr_db_query(db, "INSERT INTO lr_settings (name, value, changed_at, changed_by) "
+	                     "VALUES ('last_sweep', 0, UTC_TIMESTAMP(6), CURRENT_USER()) "
+	                     "ON DUPLICATE KEY UPDATE changed_at = UTC_TIMESTAMP(6), "
+	                     "changed_by = CURRENT_USER()")) {
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		goto out;
+	}
 	ok = true;
 out:
 	lr_sb_finish(&sel);

@@ -190,3 +190,30 @@ admin_conf_for() {
 	assert_output --partial "up to date"
 	lr_admin_sql "$LR_DB" "DROP DATABASE lr_hand"
 }
+
+@test "the operator's commands with lockrun's own account: one line naming the operator account, its GRANT and file" {
+	local pw conf=$BATS_TEST_TMPDIR/operator.conf
+	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set op-slots 1
+	# $LOCKRUN_CONFIG is lockrun's own account: it may only call the procedures.
+	for cmd in "set op-slots 2" status list history sweep "check 1" \
+		"release 1 --reason x" "delete op-slots"; do
+		# shellcheck disable=SC2086
+		run -69 "$LOCKRUNCTL" $cmd
+		assert_equal "${#lines[@]}" 1
+		assert_output --partial "command denied to user 'lockrun'"
+		assert_output --partial "; '${cmd%% *}' needs the operator account, not user 'lockrun' of $LOCKRUN_CONFIG: an administrator runs GRANT SELECT, INSERT, UPDATE, DELETE ON \`lockrun\`.* TO an account (sql/operator.sql) and puts it in /etc/lockrun/operator.conf (mode 0600, root), which lockrunctl reads first"
+	done
+	run -69 "$LOCKRUNCTL" init
+	assert_output --partial "; 'init' needs an administrator (sql/grant.sql), not user 'lockrun' of $LOCKRUN_CONFIG"
+	# What the hint says is enough: the file it names, applied as it is.
+	pw=$(openssl rand -hex 12)
+	lr_admin_sql "$LR_DB" "CREATE USER 'lockrun_admin'@'%' IDENTIFIED BY '$pw'"
+	lr_admin_sql "$LR_DB" - lockrun <"$LR_SRC/sql/operator.sql"
+	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lockrun_admin\npassword = %s\n' \
+		"$LR_PORT" "$pw" >"$conf"
+	chmod 600 "$conf"
+	run "$LOCKRUNCTL" -c "$conf" set op-slots 2
+	lr_admin_sql "$LR_DB" "DROP USER 'lockrun_admin'@'%'"
+	assert_success
+	assert_output "op-slots: capacity 2 (was 1)"
+}

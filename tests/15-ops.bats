@@ -707,3 +707,28 @@ print(*[c["status"] + " " + c["detail"] for c in d["checks"] if c["check"] == "c
 	assert_output --partial "the database refuses to renew it: "
 	assert_output --partial "ttl_ms must be 1000-3000"
 }
+
+@test "doctor says when no sweep ran for two days: a stale one, or none with an older lock log" {
+	sql "DELETE FROM lr_settings WHERE name = 'last_sweep'"
+	run c doctor
+	assert_line --regexp "^ok +sweep +no 'lockrunctl sweep' has run yet; the lock log is younger"
+	run c -q sweep
+	assert_success
+	run c doctor
+	assert_line --regexp "^ok +sweep +'lockrunctl sweep' last ran at [0-9-]+T[0-9:]+Z$"
+	sql "UPDATE lr_settings SET changed_at = changed_at - INTERVAL 3 DAY WHERE name = 'last_sweep'"
+	run c --json doctor
+	assert_success # a warning, not a problem
+	run python3 -c 'import json, sys
+print(*[c["status"] + " " + c["detail"] for c in json.loads(sys.argv[1])["checks"] if c["check"] == "sweep"])' "$output"
+	assert_output --regexp "^warning the last 'lockrunctl sweep' ran at [0-9-]+T[0-9:]+Z, more than 2 days ago: enable lockrun-sweep.timer \(or the cron file\) on one host, with the operator's account in /etc/lockrun/operator.conf$"
+	# Never swept, and a run three days old in the lock log.
+	sql "DELETE FROM lr_settings WHERE name = 'last_sweep'"
+	"$LOCKRUN" -x ops-sweep -- true
+	sql "UPDATE lr_grants SET acquired_at = acquired_at - INTERVAL 3 DAY,
+		ended_at = ended_at - INTERVAL 3 DAY"
+	run c doctor
+	sql "DELETE FROM lr_settings WHERE name = 'last_sweep'"
+	assert_success
+	assert_line --regexp "^WARN +sweep +no 'lockrunctl sweep' has run, and the lock log goes back$"
+}

@@ -3,7 +3,8 @@
 # The documentation a newcomer follows: the README reaches the demo within
 # one screen and gives exactly two set-up commands (contrib/demo and
 # tests/run, which .ci/run also runs), and every link and repository path in
-# README.md and doc/ resolves (tests/tools/doclinks.py).
+# README.md and doc/ resolves (tests/tools/doclinks.py); the man pages open
+# with examples, and the README leads to the page of examples.
 
 load helpers/common
 
@@ -56,4 +57,17 @@ bats_require_minimum_version 1.5.0
 	done
 	echo "not in the README's tables:$missing"
 	[ -z "$missing" ]
+}
+
+@test "docs: the man pages of the two programs start with EXAMPLES, and the README leads to the page of examples" {
+	# The top-level headings outside code blocks, in order.
+	for page in lockrun.1.scd lockrunctl.1.scd; do
+		run awk '/^```/{ f = !f; next } !f && /^# [A-Z]/{ print }' "$LR_SRC/doc/$page"
+		assert_equal "${lines[0]} ${lines[1]} ${lines[2]}" "# NAME # SYNOPSIS # EXAMPLES"
+	done
+	# Within the README's first screen, and short: a page, not a manual.
+	run grep -n -m1 '(doc/examples.md)' "$LR_SRC/README.md"
+	assert_success
+	((${output%%:*} <= 25))
+	(($(wc -l <"$LR_SRC/doc/examples.md") <= 100))
 }

@@ -1,0 +1,21 @@
+-- The operator account: the one `lockrunctl` uses for set, status, list,
+-- history, timeline, sweep, release, check, delete, pause, resume, max-ttl
+-- and new-epoch, which read and write lockrun's tables directly. Applied
+-- by an administrator in the lockrun database (mariadb lockrun <
+-- /usr/share/lockrun/sql/operator.sql, or mysql on MySQL), after
+--     CREATE USER 'lockrun_admin'@'%' IDENTIFIED BY '...';
+-- (another name or host: edit the line below; another database: name it).
+GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lockrun_admin'@'%';
+--
+-- Its credentials go into /etc/lockrun/operator.conf, mode 0600, owner
+-- root, which lockrunctl reads before /etc/lockrun.conf whenever the user
+-- running it may read it, and which the packaged lockrun-sweep.service and
+-- cron file use (lockrunctl(1), FILES):
+--     [database]
+--     user = lockrun_admin
+--     password = ...
+--
+-- Keep it apart from lockrun's own account (sql/grant.sql): that one may
+-- only call the procedures; this one can change every lock, so it must not
+-- be on every host, only where operators and the sweep run. It cannot
+-- run `lockrunctl init`, which needs an administrator (sql/grant.sql).
