@@ -30,9 +30,14 @@ struct lr_db_params {
 	char *password;
 	char *database;
 	char *ssl_ca;
+	char *ssl_capath; /* a directory of CA certificates (c_rehash names) */
 	char *ssl_cert;
 	char *ssl_key;
+	char *ssl_fingerprint; /* the server certificate's SHA-1 (or, 3.4+, SHA-256) */
+	char *tls_versions;    /* the connector's list, from the lowest version allowed */
 	bool ssl_verify_server_cert;
+	char *server_public_key;         /* PEM file of the server's RSA key */
+	bool allow_public_key_retrieval; /* may take the RSA key from the server */
 	bool galera_writer;       /* on Galera, move to the cluster's writer node (writer.h) */
 	unsigned connect_timeout; /* seconds, all > 0 */
 	unsigned read_timeout;
