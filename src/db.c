@@ -38,8 +38,10 @@ int ma_pvio_register_callback(my_bool register_callback,
  * only 9.7 is tested). */
 /* The authentication plugins that never send the password itself, nor
  * encrypt it with a key that nobody verified: MariaDB's and MySQL's
- * scramble (a hash of a hash, salted), ed25519 and Kerberos. */
-#define SAFE_AUTH_PLUGINS "mysql_native_password,client_ed25519,auth_gssapi_client"
+ * scramble (a hash of a hash, salted), ed25519, PARSEC and Kerberos. And
+ * those that encrypt it with the server's RSA key. */
+#define SAFE_AUTH_PLUGINS "mysql_native_password,client_ed25519,parsec,auth_gssapi_client"
+#define RSA_AUTH_PLUGINS  "caching_sha2_password,sha256_password"
 
 #define MIN_MARIADB 100600UL
 #define MIN_MYSQL   80400UL
@@ -86,6 +88,7 @@ struct lr_db {
 	bool any_server;      /* keep a connection to any server (lr_db_allow_any_server) */
 	size_t first_host;    /* where the next connect starts in the host list */
 	size_t cur_host;      /* the host of the current connection */
+	char cur_ip[64];      /* its address, "" for the unix socket */
 	int galera;           /* the hosts are Galera nodes: -1 not known yet, 0 no, 1 yes */
 	bool following;       /* connecting to the Galera writer (follow_writer) */
 	bool sibling;         /* starts at its parent's host and asks no writer */
@@ -621,18 +624,22 @@ static void set_options(lr_db *db, MYSQL *m, bool tcp)
 	if (tls_required(p))
 		mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &yes);
 	mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, p->ssl_verify_server_cert ? &yes : &no);
-	/* Over TCP without TLS, caching_sha2_password and sha256_password end
-	 * by encrypting the password with the server's RSA key, which the
+	/* Over TCP without TLS, only plugins that never expose the password
+	 * may run: not mysql_clear_password nor dialog (PAM), which send it
+	 * as it is, and not caching_sha2_password nor sha256_password, which
+	 * end by encrypting it with the server's RSA key, and which the
 	 * connector, with no key file, asks the server for: whoever sits in
-	 * the path hands over its own and reads the password. Unless a key
-	 * file or the user's opt-in says otherwise, only plugins that never
-	 * expose the password may run (the connector checks the server's
-	 * first choice too, so the first answer is sent as
-	 * mysql_native_password, MariaDB's default: no extra round trip
-	 * there; MySQL asks to switch, and is refused). */
-	if (tcp && !tls_required(p) && !p->server_public_key && !p->allow_public_key_retrieval) {
-		mysql_options(m, MARIADB_OPT_RESTRICTED_AUTH, SAFE_AUTH_PLUGINS);
-		mysql_options(m, MYSQL_DEFAULT_AUTH, "mysql_native_password");
+	 * the path hands over its own. Those two are allowed once a key file
+	 * or the user's opt-in says how the key is trusted. The connector
+	 * checks the server's first choice too, so without them the first
+	 * answer is sent as mysql_native_password, MariaDB's default: no
+	 * extra round trip there; MySQL asks to switch, and is refused. */
+	if (tcp && !tls_required(p)) {
+		bool rsa = p->server_public_key || p->allow_public_key_retrieval;
+		mysql_options(m, MARIADB_OPT_RESTRICTED_AUTH,
+		              rsa ? SAFE_AUTH_PLUGINS "," RSA_AUTH_PLUGINS : SAFE_AUTH_PLUGINS);
+		if (!rsa)
+			mysql_options(m, MYSQL_DEFAULT_AUTH, "mysql_native_password");
 	}
 }
 
@@ -700,18 +707,24 @@ static void connect_failed(lr_db *db, const char *ip, unsigned timeout_ms)
 {
 	const char *msg = mysql_error(db->m), *q = strchr(msg, '\''),
 	           *e = q ? strchr(q + 1, '\'') : NULL;
+	char plugin[64];
 	bool other_name;
 
 	take_error(db, "connect", timeout_ms);
 	other_name = db->err == CR_SSL_CONNECTION_ERROR && db->named &&
 	             strstr(msg, "Validation of SSL server certificate failed");
-	if (db->err == CR_PLUGIN_NOT_ALLOWED)
+	if (db->err == CR_PLUGIN_NOT_ALLOWED) {
+		/* The connector's message names the plugin in quotes. */
+		snprintf(plugin, sizeof(plugin), "%.*s", e ? (int)(e - q - 1) : 0, e ? q + 1 : "");
 		set_error(db, CR_PLUGIN_NOT_ALLOWED,
-		          "%s: the account logs in with %.*s, which over TCP without TLS sends the "
-		          "password under an RSA key nobody verified; set ssl_ca (TLS), "
-		          "server_public_key, or allow_public_key_retrieval = true (%u)",
-		          db->server, e ? (int)(e - q - 1) : 10, e ? q + 1 : "its plugin",
+		          "%s: the account logs in with %s, which over TCP without TLS %s (%u)",
+		          db->server, *plugin ? plugin : "a plugin lockrun does not allow there",
+		          *plugin && strstr(RSA_AUTH_PLUGINS, plugin)
+		              ? "sends the password under an RSA key nobody verified; set ssl_ca "
+		                "(TLS), server_public_key, or allow_public_key_retrieval = true"
+		              : "could expose the password; set ssl_ca (TLS)",
 		          CR_PLUGIN_NOT_ALLOWED);
+	}
 	drop_handle(db);
 	if (other_name && !(db->cancel && *db->cancel)) {
 		peer_names[0] = '\0';
@@ -750,6 +763,7 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 		db->tls_name = NULL;
 		return false;
 	}
+	snprintf(db->cur_ip, sizeof(db->cur_ip), "%s", ip ? ip : "");
 	db->tls_name = NULL;
 	fd = (int)mysql_get_socket(db->m);
 	if (fd >= 0)
@@ -1586,6 +1600,33 @@ void lr_db_set_probe(lr_db *db, bool on)
 void lr_db_set_op_timeout(lr_db *db, unsigned ms)
 {
 	db->op_timeout_ms = ms;
+}
+
+/*
+ * How the current connection is made: where to, whether encrypted, and
+ * what of the server's certificate was checked (what set_options asked
+ * for: the connector refuses a connection whose check fails). False when
+ * not connected. Local work.
+ */
+bool lr_db_link(const lr_db *db, struct lr_db_link *l)
+{
+	const struct lr_db_params *p = db->p;
+	const char *v = NULL;
+
+	memset(l, 0, sizeof(*l));
+	if (!db->m)
+		return false;
+	l->host =
+	    p->nhosts && !is_socket_host(p->hosts[db->cur_host]) ? p->hosts[db->cur_host] : NULL;
+	l->address = db->cur_ip;
+	l->loopback = strncmp(db->cur_ip, "127.", 4) == 0 || strcmp(db->cur_ip, "::1") == 0 ||
+	              strncmp(db->cur_ip, "::ffff:127.", 11) == 0;
+	l->cipher = mysql_get_ssl_cipher(db->m);
+	if (l->cipher && mariadb_get_infov(db->m, MARIADB_CONNECTION_TLS_VERSION, &v) == 0)
+		l->tls_version = v;
+	l->verified = l->cipher && p->ssl_verify_server_cert;
+	l->pinned = l->cipher && p->ssl_fingerprint;
+	return true;
 }
 
 unsigned lr_db_errno(const lr_db *db)

@@ -91,6 +91,18 @@ void lr_db_set_idle_watch(lr_db *db, void (*fn)(void *arg), void *arg);
 void lr_db_set_op_timeout(lr_db *db, unsigned ms);
 void lr_db_set_probe(lr_db *db, bool on);
 
+/* How the current connection is made, for lockrunctl doctor. */
+struct lr_db_link {
+	const char *host;        /* the configured host; NULL: the unix socket */
+	const char *address;     /* the address connected to ("" for the socket) */
+	bool loopback;           /* the address is 127.0.0.0/8 or ::1 */
+	const char *tls_version; /* NULL: not encrypted */
+	const char *cipher;
+	bool verified; /* the certificate's chain and name were checked, against host */
+	bool pinned;   /* the certificate's fingerprint was checked */
+};
+bool lr_db_link(const lr_db *db, struct lr_db_link *l);
+
 unsigned lr_db_errno(const lr_db *db);
 const char *lr_db_error(const lr_db *db);
 const char *lr_db_server(const lr_db *db);
