@@ -96,6 +96,7 @@ struct lr_db {
 	const char *tls_name; /* the configured name the certificate must carry, while connecting */
 	bool named;           /* tls_name was put in place before the certificate was checked */
 	bool reading_names;   /* connecting to read what the certificate names (read_names) */
+	char plugin[64];      /* the plugin the server last asked to switch to, while connecting */
 	unsigned generation;  /* bumped by every successful connect */
 	unsigned err;
 	char errmsg[1024];
@@ -469,6 +470,11 @@ static void on_pvio(int mode, MYSQL *m, const unsigned char *buf, size_t len)
 		return;
 	if (!db->reading_names) {
 		on_name(db, m);
+		/* The server's request to switch plugins (0xFE, the name, NUL),
+		 * at the start of a read: the plugin set_options may refuse,
+		 * which the connector's error misnames. */
+		if (mode == 0 && (ssize_t)len > 5 && buf[4] == 0xFE && memchr(buf + 5, 0, len - 5))
+			snprintf(db->plugin, sizeof(db->plugin), "%s", (const char *)buf + 5);
 	} else if (mode == 0 && pvio && pvio->ctls && pvio->ctls->ssl && !peer_names[0] &&
 	           (cert = SSL_get1_peer_certificate(pvio->ctls->ssl))) {
 		note_names(cert);
@@ -661,6 +667,16 @@ static bool check_version(lr_db *db)
  * success the handle is kept and its socket marked close-on-exec, so a
  * child never inherits it. Costs the connector's handshake round trips.
  */
+/* After a connect, whatever its outcome: the login is over. Connector/C
+ * 3.3 never frees the server_public_key it keeps per handle (44 bytes
+ * or so per connection, a leak); setting it to nothing frees it. */
+static void connected(lr_db *db)
+{
+	connecting = NULL;
+	if (db->p->server_public_key)
+		mysql_options(db->m, MYSQL_SERVER_PUBLIC_KEY, NULL);
+}
+
 /* Frees the handle of a connect that did not succeed, without waiting
  * on its socket. */
 static void drop_handle(lr_db *db)
@@ -694,7 +710,7 @@ static void read_names(lr_db *db, const char *ip, unsigned timeout_ms)
 	                              0);
 	if (st)
 		drive(db, st, cont_connect, timeout_ms);
-	connecting = NULL;
+	connected(db);
 	db->reading_names = false;
 	drop_handle(db);
 }
@@ -705,26 +721,22 @@ static void read_names(lr_db *db, const char *ip, unsigned timeout_ms)
  * with read_names: costs a connect). Closes the failed handle. */
 static void connect_failed(lr_db *db, const char *ip, unsigned timeout_ms)
 {
-	const char *msg = mysql_error(db->m), *q = strchr(msg, '\''),
-	           *e = q ? strchr(q + 1, '\'') : NULL;
-	char plugin[64];
+	const char *msg = mysql_error(db->m);
 	bool other_name;
 
 	take_error(db, "connect", timeout_ms);
 	other_name = db->err == CR_SSL_CONNECTION_ERROR && db->named &&
 	             strstr(msg, "Validation of SSL server certificate failed");
-	if (db->err == CR_PLUGIN_NOT_ALLOWED) {
-		/* The connector's message names the plugin in quotes. */
-		snprintf(plugin, sizeof(plugin), "%.*s", e ? (int)(e - q - 1) : 0, e ? q + 1 : "");
+	if (db->err == CR_PLUGIN_NOT_ALLOWED)
 		set_error(db, CR_PLUGIN_NOT_ALLOWED,
 		          "%s: the account logs in with %s, which over TCP without TLS %s (%u)",
-		          db->server, *plugin ? plugin : "a plugin lockrun does not allow there",
-		          *plugin && strstr(RSA_AUTH_PLUGINS, plugin)
+		          db->server,
+		          *db->plugin ? db->plugin : "a plugin lockrun does not allow there",
+		          *db->plugin && strstr(RSA_AUTH_PLUGINS, db->plugin)
 		              ? "sends the password under an RSA key nobody verified; set ssl_ca "
 		                "(TLS), server_public_key, or allow_public_key_retrieval = true"
 		              : "could expose the password; set ssl_ca (TLS)",
 		          CR_PLUGIN_NOT_ALLOWED);
-	}
 	drop_handle(db);
 	if (other_name && !(db->cancel && *db->cancel)) {
 		peer_names[0] = '\0';
@@ -746,6 +758,7 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 	db->expired = db->aborting = false;
 	db->tls_name = name && ip && strcmp(name, ip) != 0 ? name : NULL;
 	db->named = false;
+	db->plugin[0] = '\0';
 	db->m = mysql_init(NULL);
 	if (!db->m) {
 		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
@@ -757,7 +770,7 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 	                              p->port, ip ? NULL : p->socket, CLIENT_FOUND_ROWS);
 	if (st)
 		drive(db, st, cont_connect, timeout_ms);
-	connecting = NULL;
+	connected(db);
 	if (!db->ret_conn) {
 		connect_failed(db, ip, timeout_ms);
 		db->tls_name = NULL;
