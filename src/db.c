@@ -662,11 +662,6 @@ static bool check_version(lr_db *db)
 	return false;
 }
 
-/*
- * One connection attempt to one address (ip NULL: the unix socket). On
- * success the handle is kept and its socket marked close-on-exec, so a
- * child never inherits it. Costs the connector's handshake round trips.
- */
 /* After a connect, whatever its outcome: the login is over. Connector/C
  * 3.3 never frees the server_public_key it keeps per handle (44 bytes
  * or so per connection, a leak); setting it to nothing frees it. */
@@ -748,6 +743,14 @@ static void connect_failed(lr_db *db, const char *ip, unsigned timeout_ms)
 	}
 }
 
+/*
+ * One connection attempt to one address (ip NULL: the unix socket), for
+ * the configured host name (the certificate must name it; NULL or the
+ * address itself: the address). On success the handle is kept and its
+ * socket marked close-on-exec, so a child never inherits it. Costs the
+ * connector's handshake round trips (and a connect more when the
+ * certificate names another host: connect_failed).
+ */
 static bool try_connect(lr_db *db, const char *ip, const char *name, const char *label)
 {
 	const struct lr_db_params *p = db->p;
