@@ -151,6 +151,19 @@ for f in json.load(sys.stdin)["checks"]:
 	[[ $(grep -c "connected to db.lockrun.test:$port" "$BATS_TEST_TMPDIR/out") -ge 2 ]]
 }
 
+@test "a waiter's second connection, its doorbell, verifies the name too" {
+	conf_with "host=db.lockrun.test" "ssl_ca=$TS/tls/ca.pem" "ssl_verify_server_cert=true"
+	"$LOCKRUN" -c "$TS/lockrun.conf" -x tlsbell -- sleep 1.5 3>&- &
+	local holder=$!
+	sleep 0.5
+	run named "$LOCKRUN" -vv -c "$conf" -w 20 -x tlsbell -- echo inside
+	wait "$holder"
+	assert_success
+	assert_line inside
+	refute_line --partial "no doorbell connection"
+	[[ $(grep -c "connected to db.lockrun.test:$port" <<<"$output") -ge 2 ]]
+}
+
 @test "a CA directory (ssl_capath) verifies by name too" {
 	conf_with "host=db.lockrun.test" "ssl_capath=$TS/tls/capath" "ssl_verify_server_cert=true"
 	runs
