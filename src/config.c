@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <ini.h>
+#include <mariadb_version.h>
+#include <openssl/pem.h>
 
 #include "duration.h"
 #include "log.h"
@@ -74,8 +76,12 @@ void lr_config_finish(struct lr_config *cfg)
 	free(db->user);
 	free(db->database);
 	free(db->ssl_ca);
+	free(db->ssl_capath);
 	free(db->ssl_cert);
 	free(db->ssl_key);
+	free(db->ssl_fingerprint);
+	free(db->tls_versions);
+	free(db->server_public_key);
 	free(db->option_file);
 	free(db->option_group);
 	free(cfg->lock.local_queue_dir);
@@ -231,6 +237,91 @@ static bool read_password_file(struct parse *ps, const char *path)
 	return ok;
 }
 
+/*
+ * ssl_fingerprint: the server certificate's digest in hex, with or without
+ * colons between the bytes. Connector/C 3.3 compares SHA-1 only (20
+ * bytes); 3.4 also SHA-224 to SHA-512, told apart by their length. Kept as
+ * given: the connector parses it again. No system calls.
+ */
+static bool fingerprint_key(struct parse *ps, const char *v)
+{
+	size_t hex = 0, colons = 0, n = strlen(v);
+	bool ok = true;
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] == ':' && i % 3 == 2)
+			colons++;
+		else if (strchr("0123456789abcdefABCDEF", v[i]) && (!colons || i % 3 != 2))
+			hex++;
+		else
+			ok = false;
+	}
+	if (colons && colons + 1 != hex / 2)
+		ok = false;
+#if MARIADB_PACKAGE_VERSION_ID >= 30400
+	ok = ok && (hex == 40 || hex == 56 || hex == 64 || hex == 96 || hex == 128);
+	if (!ok)
+		return fail(ps, "ssl_fingerprint: '%s' is not a SHA-1 or SHA-2 digest in hex", v);
+#else
+	ok = ok && hex == 40;
+	if (!ok)
+		return fail(ps,
+		            "ssl_fingerprint: '%s' is not a SHA-1 digest in hex (40 digits, colons "
+		            "between bytes allowed; this connector compares SHA-1 only)",
+		            v);
+#endif
+	return set_str(&ps->cfg->db.ssl_fingerprint, v);
+}
+
+/* tls_version: the lowest TLS version allowed, as the connector's list of
+ * the versions from it up. No system calls. */
+static bool tls_version_key(struct parse *ps, const char *v)
+{
+	if (strcmp(v, "TLSv1.2") == 0 || strcmp(v, "1.2") == 0)
+		return set_str(&ps->cfg->db.tls_versions, "TLSv1.2,TLSv1.3");
+	if (strcmp(v, "TLSv1.3") == 0 || strcmp(v, "1.3") == 0)
+		return set_str(&ps->cfg->db.tls_versions, "TLSv1.3");
+	return fail(ps, "tls_version: '%s' is not TLSv1.2 or TLSv1.3 (the lowest version allowed)",
+	            v);
+}
+
+/*
+ * A file key (ssl_ca, ssl_cert, ssl_key, server_public_key) must name a
+ * file lockrun can read, and ssl_capath a directory: the connector would
+ * only fail later, at every connect, or, for server_public_key, ask the
+ * server for its key instead without a word. server_public_key must hold
+ * a PEM public key. Costs an open and read per file.
+ */
+static bool file_key(struct parse *ps, const char *key, const char *v, char **dst)
+{
+	struct stat st;
+	FILE *f;
+	EVP_PKEY *pk;
+
+	if (!*v)
+		return fail(ps, "%s: empty value", key);
+	if (stat(v, &st) != 0)
+		return fail(ps, "%s: %s: %s", key, v, strerror(errno));
+	if (strcmp(key, "ssl_capath") == 0) {
+		if (!S_ISDIR(st.st_mode))
+			return fail(ps, "%s: %s: not a directory", key, v);
+		return set_str(dst, v);
+	}
+	if (S_ISDIR(st.st_mode) || !(f = fopen(v, "r")))
+		return fail(ps, "%s: %s: %s", key, v,
+		            S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
+	if (strcmp(key, "server_public_key") == 0) {
+		pk = PEM_read_PUBKEY(f, NULL, NULL, NULL);
+		EVP_PKEY_free(pk);
+		if (!pk) {
+			fclose(f);
+			return fail(ps, "%s: %s holds no PEM public key", key, v);
+		}
+	}
+	fclose(f);
+	return set_str(dst, v);
+}
+
 static int handle_database(struct parse *ps, const char *name, const char *v)
 {
 	struct lr_db_params *db = &ps->cfg->db;
@@ -258,12 +349,18 @@ static int handle_database(struct parse *ps, const char *name, const char *v)
 		                   : &db->write_timeout) = (unsigned)lr_duration_ceil(d);
 		return 1;
 	}
-	if (strcmp(name, "ssl_verify_server_cert") == 0 || strcmp(name, "galera_writer") == 0) {
-		if (!parse_bool(v,
-		                name[0] == 's' ? &db->ssl_verify_server_cert : &db->galera_writer))
+	if (strcmp(name, "ssl_verify_server_cert") == 0 || strcmp(name, "galera_writer") == 0 ||
+	    strcmp(name, "allow_public_key_retrieval") == 0) {
+		if (!parse_bool(v, name[0] == 's'   ? &db->ssl_verify_server_cert
+		                   : name[0] == 'g' ? &db->galera_writer
+		                                    : &db->allow_public_key_retrieval))
 			return fail(ps, "%s: '%s' is not a boolean (true/false)", name, v);
 		return 1;
 	}
+	if (strcmp(name, "ssl_fingerprint") == 0)
+		return fingerprint_key(ps, v);
+	if (strcmp(name, "tls_version") == 0)
+		return tls_version_key(ps, v);
 	if (strcmp(name, "password_file") == 0)
 		return read_password_file(ps, v);
 	if (strcmp(name, "password") == 0) {
@@ -274,14 +371,23 @@ static int handle_database(struct parse *ps, const char *name, const char *v)
 	struct {
 		const char *key;
 		char **dst;
+		bool file; /* names a file (or ssl_capath a directory): file_key */
 	} strs[] = {
-	    {"socket", &db->socket},           {"user", &db->user},
-	    {"database", &db->database},       {"ssl_ca", &db->ssl_ca},
-	    {"ssl_cert", &db->ssl_cert},       {"ssl_key", &db->ssl_key},
-	    {"option_file", &db->option_file}, {"option_group", &db->option_group},
+	    {"socket", &db->socket, false},
+	    {"user", &db->user, false},
+	    {"database", &db->database, false},
+	    {"option_file", &db->option_file, false},
+	    {"option_group", &db->option_group, false},
+	    {"ssl_ca", &db->ssl_ca, true},
+	    {"ssl_capath", &db->ssl_capath, true},
+	    {"ssl_cert", &db->ssl_cert, true},
+	    {"ssl_key", &db->ssl_key, true},
+	    {"server_public_key", &db->server_public_key, true},
 	};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		if (strcmp(name, strs[i].key) == 0) {
+			if (strs[i].file)
+				return file_key(ps, name, v, strs[i].dst);
 			if (!*v)
 				return fail(ps, "%s: empty value", name);
 			return set_str(strs[i].dst, v);

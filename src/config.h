@@ -4,7 +4,8 @@
  * Lookup: the -c file, else $LOCKRUN_CONFIG, else /etc/lockrun.conf; with
  * none at all, the local server's socket as the current OS user.
  *
- * May use: db, duration, log, lr_build (generated).
+ * May use: db, duration, log, lr_build (generated), and OpenSSL to read a
+ * server_public_key file.
  */
 #ifndef LR_CONFIG_H
 #define LR_CONFIG_H

@@ -11,7 +11,21 @@
 
 #include <errmsg.h>
 #include <mysqld_error.h>
+/* The connector's own view of a connection's TLS handle (on_pvio); its
+ * headers declare it only where the connector was built with TLS, as
+ * Debian's is, and use a type that they define after its first use. */
+#define HAVE_TLS 1
+typedef unsigned char uchar;
+#include <ma_pvio.h>
+
+/* Exported by Connector/C (3.0 and later), declared in no header it
+ * installs: registers a callback of its I/O layer (on_pvio). */
+int ma_pvio_register_callback(my_bool register_callback,
+                              void (*callback_function)(int mode, MYSQL *mysql, const uchar *buffer,
+                                                        size_t length));
 #include <openssl/crypto.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "log.h"
 #include "strbuf.h"
@@ -22,6 +36,13 @@
  * release line still maintained (roles, JSON_TABLE, SKIP LOCKED and the
  * redo and replication names of the server seam, sql/routines/05-server.sql;
  * only 9.7 is tested). */
+/* The authentication plugins that never send the password itself, nor
+ * encrypt it with a key that nobody verified: MariaDB's and MySQL's
+ * scramble (a hash of a hash, salted), ed25519, PARSEC and Kerberos. And
+ * those that encrypt it with the server's RSA key. */
+#define SAFE_AUTH_PLUGINS "mysql_native_password,client_ed25519,parsec,auth_gssapi_client"
+#define RSA_AUTH_PLUGINS  "caching_sha2_password,sha256_password"
+
 #define MIN_MARIADB 100600UL
 #define MIN_MYSQL   80400UL
 
@@ -63,15 +84,20 @@ struct lr_db {
 	void (*idle_fn)(void *arg); /* the idle connection became readable */
 	void *idle_arg;
 
-	bool probe;          /* check a new connection with SELECT 1 */
-	bool any_server;     /* keep a connection to any server (lr_db_allow_any_server) */
-	size_t first_host;   /* where the next connect starts in the host list */
-	size_t cur_host;     /* the host of the current connection */
-	int galera;          /* the hosts are Galera nodes: -1 not known yet, 0 no, 1 yes */
-	bool following;      /* connecting to the Galera writer (follow_writer) */
-	bool sibling;        /* starts at its parent's host and asks no writer */
-	char **host_ips;     /* per configured host, its addresses joined by spaces, or NULL */
-	unsigned generation; /* bumped by every successful connect */
+	bool probe;           /* check a new connection with SELECT 1 */
+	bool any_server;      /* keep a connection to any server (lr_db_allow_any_server) */
+	size_t first_host;    /* where the next connect starts in the host list */
+	size_t cur_host;      /* the host of the current connection */
+	char cur_ip[64];      /* its address, "" for the unix socket */
+	int galera;           /* the hosts are Galera nodes: -1 not known yet, 0 no, 1 yes */
+	bool following;       /* connecting to the Galera writer (follow_writer) */
+	bool sibling;         /* starts at its parent's host and asks no writer */
+	char **host_ips;      /* per configured host, its addresses joined by spaces, or NULL */
+	const char *tls_name; /* the configured name the certificate must carry, while connecting */
+	bool named;           /* tls_name was put in place before the certificate was checked */
+	bool reading_names;   /* connecting to read what the certificate names (read_names) */
+	char plugin[64];      /* the plugin the server last asked to switch to, while connecting */
+	unsigned generation;  /* bumped by every successful connect */
 	unsigned err;
 	char errmsg[1024];
 	char server[300];
@@ -81,6 +107,7 @@ typedef int (*cont_fn)(lr_db *db, int status);
 
 static void free_rows(struct rows *r);
 static void close_stmts(lr_db *db);
+static void on_pvio(int mode, MYSQL *m, const unsigned char *buf, size_t len);
 
 static void free_handle(uv_handle_t *h)
 {
@@ -100,12 +127,19 @@ static void set_error(lr_db *db, unsigned err, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* TLS is required: asked for by a CA, a certificate, a pinned fingerprint
+ * or verification. */
+static bool tls_required(const struct lr_db_params *p)
+{
+	return p->ssl_ca || p->ssl_capath || p->ssl_cert || p->ssl_fingerprint ||
+	       p->ssl_verify_server_cert;
+}
+
 /* TLS may be used: asked for here, or possibly in an option file that the
  * connector reads (any of its ssl-* options). */
 static bool tls_possible(const struct lr_db_params *p)
 {
-	return p->ssl_ca || p->ssl_cert || p->ssl_key || p->ssl_verify_server_cert ||
-	       p->option_file || p->option_group;
+	return tls_required(p) || p->ssl_key || p->option_file || p->option_group;
 }
 
 /*
@@ -136,11 +170,14 @@ static void start_tls_library(const struct lr_db_params *p)
 
 lr_db *lr_db_create(uv_loop_t *loop, const struct lr_db_params *params)
 {
+	static bool hooked;
 	lr_db *db = calloc(1, sizeof(*db));
 
 	if (!db)
 		return NULL;
 	start_tls_library(params);
+	if (!hooked) /* once per process: the list is the connector's, global */
+		hooked = ma_pvio_register_callback(1, on_pvio) == 0;
 	db->loop = loop;
 	db->p = params;
 	db->poll_fd = -1;
@@ -349,6 +386,102 @@ static void drive(lr_db *db, int status, cont_fn cont, unsigned timeout_ms)
 	uv_timer_stop(db->deadline);
 }
 
+/* The names the server's certificate carries (read_names), for the error
+ * that says it names another host. One buffer: the process connects one
+ * handle at a time. */
+static char peer_names[256];
+
+/* Puts the certificate's subjectAltNames (else its common name) into
+ * peer_names. Local work. */
+static void note_names(X509 *cert)
+{
+	GENERAL_NAMES *gens = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+	struct lr_sb sb;
+	char buf[256];
+
+	lr_sb_init(&sb);
+	for (int i = 0; gens && i < sk_GENERAL_NAME_num(gens); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+		const unsigned char *d = g->type == GEN_DNS || g->type == GEN_IPADD
+		                             ? ASN1_STRING_get0_data(g->d.ia5)
+		                             : NULL;
+		int n = d ? ASN1_STRING_length(g->d.ia5) : 0;
+
+		if (g->type == GEN_DNS)
+			lr_sb_printf(&sb, "%sDNS:%.*s", sb.len ? ", " : "", n, (const char *)d);
+		else if (g->type == GEN_IPADD && (n == 4 || n == 16) &&
+		         uv_inet_ntop(n == 4 ? AF_INET : AF_INET6, d, buf, sizeof(buf)) == 0)
+			lr_sb_printf(&sb, "%sIP:%s", sb.len ? ", " : "", buf);
+	}
+	GENERAL_NAMES_free(gens);
+	if (!sb.len && X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf,
+	                                         sizeof(buf)) > 0)
+		lr_sb_printf(&sb, "CN=%s", buf);
+	snprintf(peer_names, sizeof(peer_names), "%s", sb.oom ? "" : lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+}
+
+/* The handle being connected, for on_pvio: the process connects one
+ * handle at a time. */
+static lr_db *connecting;
+
+/*
+ * Makes the connector check the server's certificate against the
+ * configured host name rather than the address lockrun resolved it to
+ * (resolve() runs on libuv's pool: the connector's own lookup would block
+ * the loop). The connector keeps the host it connected to in m->host,
+ * copied once the server's greeting is read, and checks the certificate
+ * against it right after the TLS handshake, before it sends anything of
+ * the password. Between the two it writes one packet, the request to
+ * start TLS: the connector calls on_pvio after that write (as after every
+ * read and write of every connection), and the name takes the address's
+ * place (the connector frees m->host with free()). An address in the
+ * config stays an address, and is checked as one. Connector/C 3.3 and
+ * 3.4 run the handshake itself in blocking reads, with no wait handed
+ * back to the non-blocking API, so that write is the last moment lockrun
+ * has. It sends no SNI: the server cannot pick a certificate by name.
+ * Local work, no system call.
+ */
+static void on_name(lr_db *db, MYSQL *m)
+{
+	char *name;
+
+	if (!db->tls_name || db->named || !m->host)
+		return;
+	if (strcmp(m->host, db->tls_name) != 0) {
+		if (!(name = strdup(db->tls_name)))
+			return;
+		free(m->host);
+		m->host = name;
+	}
+	db->named = true;
+}
+
+/* The callback of the connector's I/O layer: on_name while connecting,
+ * and when lockrun reads what a certificate names (read_names), notes
+ * them at the first read after the TLS handshake. Local work. */
+static void on_pvio(int mode, MYSQL *m, const unsigned char *buf, size_t len)
+{
+	lr_db *db = connecting;
+	MARIADB_PVIO *pvio = m->net.pvio;
+	X509 *cert;
+
+	if (!db || db->m != m)
+		return;
+	if (!db->reading_names) {
+		on_name(db, m);
+		/* The server's request to switch plugins (0xFE, the name, NUL),
+		 * at the start of a read: the plugin set_options may refuse,
+		 * which the connector's error misnames. */
+		if (mode == 0 && (ssize_t)len > 5 && buf[4] == 0xFE && memchr(buf + 5, 0, len - 5))
+			snprintf(db->plugin, sizeof(db->plugin), "%s", (const char *)buf + 5);
+	} else if (mode == 0 && pvio && pvio->ctls && pvio->ctls->ssl && !peer_names[0] &&
+	           (cert = SSL_get1_peer_certificate(pvio->ctls->ssl))) {
+		note_names(cert);
+		X509_free(cert);
+	}
+}
+
 static int cont_connect(lr_db *db, int st)
 {
 	return mysql_real_connect_cont(&db->ret_conn, db->m, st);
@@ -464,6 +597,20 @@ static void set_options(lr_db *db, MYSQL *m, bool tcp)
 	unsigned proto = tcp ? MYSQL_PROTOCOL_TCP : MYSQL_PROTOCOL_SOCKET;
 	my_bool no = 0, yes = 1;
 	unsigned t;
+	const struct {
+		enum mysql_option opt;
+		const char *v;
+	} strs[] = {
+	    {MYSQL_READ_DEFAULT_FILE, p->option_file},
+	    {MYSQL_READ_DEFAULT_GROUP, p->option_group},
+	    {MYSQL_OPT_SSL_CA, p->ssl_ca},
+	    {MYSQL_OPT_SSL_CAPATH, p->ssl_capath},
+	    {MYSQL_OPT_SSL_CERT, p->ssl_cert},
+	    {MYSQL_OPT_SSL_KEY, p->ssl_key},
+	    {MARIADB_OPT_TLS_PEER_FP, p->ssl_fingerprint},
+	    {MARIADB_OPT_TLS_VERSION, p->tls_versions},
+	    {MYSQL_SERVER_PUBLIC_KEY, p->server_public_key},
+	};
 
 	mysql_options(m, MYSQL_OPT_NONBLOCK, 0);
 	t = p->connect_timeout;
@@ -476,20 +623,30 @@ static void set_options(lr_db *db, MYSQL *m, bool tcp)
 	mysql_options(m, MYSQL_OPT_LOCAL_INFILE, &no);
 	mysql_options(m, MYSQL_OPT_PROTOCOL, &proto);
 	mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-	if (p->option_file)
-		mysql_options(m, MYSQL_READ_DEFAULT_FILE, p->option_file);
-	if (p->option_group)
-		mysql_options(m, MYSQL_READ_DEFAULT_GROUP, p->option_group);
-	if (p->ssl_ca)
-		mysql_options(m, MYSQL_OPT_SSL_CA, p->ssl_ca);
-	if (p->ssl_cert)
-		mysql_options(m, MYSQL_OPT_SSL_CERT, p->ssl_cert);
-	if (p->ssl_key)
-		mysql_options(m, MYSQL_OPT_SSL_KEY, p->ssl_key);
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+		if (strs[i].v)
+			mysql_options(m, strs[i].opt, strs[i].v);
 	/* Asking for a CA or a certificate means TLS is required, not optional. */
-	if (p->ssl_ca || p->ssl_cert || p->ssl_verify_server_cert)
+	if (tls_required(p))
 		mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &yes);
 	mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, p->ssl_verify_server_cert ? &yes : &no);
+	/* Over TCP without TLS, only plugins that never expose the password
+	 * may run: not mysql_clear_password nor dialog (PAM), which send it
+	 * as it is, and not caching_sha2_password nor sha256_password, which
+	 * end by encrypting it with the server's RSA key, and which the
+	 * connector, with no key file, asks the server for: whoever sits in
+	 * the path hands over its own. Those two are allowed once a key file
+	 * or the user's opt-in says how the key is trusted. The connector
+	 * checks the server's first choice too, so without them the first
+	 * answer is sent as mysql_native_password, MariaDB's default: no
+	 * extra round trip there; MySQL asks to switch, and is refused. */
+	if (tcp && !tls_required(p)) {
+		bool rsa = p->server_public_key || p->allow_public_key_retrieval;
+		mysql_options(m, MARIADB_OPT_RESTRICTED_AUTH,
+		              rsa ? SAFE_AUTH_PLUGINS "," RSA_AUTH_PLUGINS : SAFE_AUTH_PLUGINS);
+		if (!rsa)
+			mysql_options(m, MYSQL_DEFAULT_AUTH, "mysql_native_password");
+	}
 }
 
 static bool check_version(lr_db *db)
@@ -505,12 +662,96 @@ static bool check_version(lr_db *db)
 	return false;
 }
 
+/* After a connect, whatever its outcome: the login is over. Connector/C
+ * 3.3 never frees the server_public_key it keeps per handle (44 bytes
+ * or so per connection, a leak); setting it to nothing frees it. */
+static void connected(lr_db *db)
+{
+	connecting = NULL;
+	if (db->p->server_public_key)
+		mysql_options(db->m, MYSQL_SERVER_PUBLIC_KEY, NULL);
+}
+
+/* Frees the handle of a connect that did not succeed, without waiting
+ * on its socket. */
+static void drop_handle(lr_db *db)
+{
+	shut_socket(db);
+	mysql_close(db->m);
+	db->m = NULL;
+	drop_poll(db);
+}
+
 /*
- * One connection attempt to one address (ip NULL: the unix socket). On
- * success the handle is kept and its socket marked close-on-exec, so a
- * child never inherits it. Costs the connector's handshake round trips.
+ * After the server's certificate was found not to name the configured
+ * host: what it names, for the error. A second connection to the same
+ * address, with TLS as configured but the name left unchecked, logs in
+ * as no user with no password (nothing for anyone in the path to read);
+ * on_pvio notes the certificate at its first read after the handshake.
+ * Only on that failure; costs a connect.
  */
-static bool try_connect(lr_db *db, const char *ip, const char *label)
+static void read_names(lr_db *db, const char *ip, unsigned timeout_ms)
+{
+	my_bool no = 0;
+	int st;
+
+	if (!(db->m = mysql_init(NULL)))
+		return;
+	set_options(db, db->m, true);
+	mysql_options(db->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &no);
+	db->reading_names = true;
+	connecting = db;
+	st = mysql_real_connect_start(&db->ret_conn, db->m, ip, "", NULL, NULL, db->p->port, NULL,
+	                              0);
+	if (st)
+		drive(db, st, cont_connect, timeout_ms);
+	connected(db);
+	db->reading_names = false;
+	drop_handle(db);
+}
+
+/* Says why a connect failed, in our terms (take_error), and in lockrun's
+ * own words where the connector's would not say what to do: a plugin
+ * refused by set_options, a certificate that names another host (then
+ * with read_names: costs a connect). Closes the failed handle. */
+static void connect_failed(lr_db *db, const char *ip, unsigned timeout_ms)
+{
+	const char *msg = mysql_error(db->m);
+	bool other_name;
+
+	take_error(db, "connect", timeout_ms);
+	other_name = db->err == CR_SSL_CONNECTION_ERROR && db->named &&
+	             strstr(msg, "Validation of SSL server certificate failed");
+	if (db->err == CR_PLUGIN_NOT_ALLOWED)
+		set_error(db, CR_PLUGIN_NOT_ALLOWED,
+		          "%s: the account logs in with %s, which over TCP without TLS %s (%u)",
+		          db->server,
+		          *db->plugin ? db->plugin : "a plugin lockrun does not allow there",
+		          *db->plugin && strstr(RSA_AUTH_PLUGINS, db->plugin)
+		              ? "sends the password under an RSA key nobody verified; set ssl_ca "
+		                "(TLS), server_public_key, or allow_public_key_retrieval = true"
+		              : "could expose the password; set ssl_ca (TLS)",
+		          CR_PLUGIN_NOT_ALLOWED);
+	drop_handle(db);
+	if (other_name && !(db->cancel && *db->cancel)) {
+		peer_names[0] = '\0';
+		read_names(db, ip, timeout_ms);
+		set_error(db, CR_SSL_CONNECTION_ERROR,
+		          "%s: the server's certificate does not name %s; it names %s (%u)",
+		          db->server, db->tls_name, peer_names[0] ? peer_names : "no host name",
+		          CR_SSL_CONNECTION_ERROR);
+	}
+}
+
+/*
+ * One connection attempt to one address (ip NULL: the unix socket), for
+ * the configured host name (the certificate must name it; NULL or the
+ * address itself: the address). On success the handle is kept and its
+ * socket marked close-on-exec, so a child never inherits it. Costs the
+ * connector's handshake round trips (and a connect more when the
+ * certificate names another host: connect_failed).
+ */
+static bool try_connect(lr_db *db, const char *ip, const char *name, const char *label)
 {
 	const struct lr_db_params *p = db->p;
 	unsigned timeout_ms = p->connect_timeout * 1000;
@@ -518,31 +759,34 @@ static bool try_connect(lr_db *db, const char *ip, const char *label)
 
 	snprintf(db->server, sizeof(db->server), "%s", label);
 	db->expired = db->aborting = false;
+	db->tls_name = name && ip && strcmp(name, ip) != 0 ? name : NULL;
+	db->named = false;
+	db->plugin[0] = '\0';
 	db->m = mysql_init(NULL);
 	if (!db->m) {
 		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
 		return false;
 	}
 	set_options(db, db->m, ip != NULL);
+	connecting = db;
 	st = mysql_real_connect_start(&db->ret_conn, db->m, ip, p->user, p->password, p->database,
 	                              p->port, ip ? NULL : p->socket, CLIENT_FOUND_ROWS);
 	if (st)
 		drive(db, st, cont_connect, timeout_ms);
+	connected(db);
 	if (!db->ret_conn) {
-		take_error(db, "connect", timeout_ms);
-		shut_socket(db);
-		mysql_close(db->m);
-		db->m = NULL;
-		drop_poll(db);
+		connect_failed(db, ip, timeout_ms);
+		db->tls_name = NULL;
 		return false;
 	}
+	snprintf(db->cur_ip, sizeof(db->cur_ip), "%s", ip ? ip : "");
+	db->tls_name = NULL;
 	fd = (int)mysql_get_socket(db->m);
 	if (fd >= 0)
 		fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
 	/* Connector/C 3.3 may fall back to plain text when the server offers
 	 * no TLS; asking for a CA or certificate means we will not. */
-	if (ip && (p->ssl_ca || p->ssl_cert || p->ssl_verify_server_cert) &&
-	    !mysql_get_ssl_cipher(db->m)) {
+	if (ip && tls_required(p) && !mysql_get_ssl_cipher(db->m)) {
 		set_error(db, CR_SSL_CONNECTION_ERROR,
 		          "%s: TLS is required (ssl_ca, ssl_cert or ssl_verify_server_cert) but "
 		          "the server did not offer it",
@@ -685,7 +929,7 @@ static bool connect_host(lr_db *db, const char *host)
 	if (is_socket_host(host)) {
 		snprintf(label, sizeof(label), "%s",
 		         db->p->socket ? db->p->socket : "the local server's socket");
-		return try_connect(db, NULL, label);
+		return try_connect(db, NULL, NULL, label);
 	}
 	if (!resolve(db, host, &ai))
 		return false;
@@ -697,7 +941,7 @@ static bool connect_host(lr_db *db, const char *host)
 			         a->ai_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
 		else
 			snprintf(label, sizeof(label), "%s:%u (%s)", host, port, ip);
-		ok = try_connect(db, ip, label);
+		ok = try_connect(db, ip, host, label);
 		if (db->cancel && *db->cancel)
 			break;
 	}
@@ -1380,6 +1624,33 @@ void lr_db_set_probe(lr_db *db, bool on)
 void lr_db_set_op_timeout(lr_db *db, unsigned ms)
 {
 	db->op_timeout_ms = ms;
+}
+
+/*
+ * How the current connection is made: where to, whether encrypted, and
+ * what of the server's certificate was checked (what set_options asked
+ * for: the connector refuses a connection whose check fails). False when
+ * not connected. Local work.
+ */
+bool lr_db_link(const lr_db *db, struct lr_db_link *l)
+{
+	const struct lr_db_params *p = db->p;
+	const char *v = NULL;
+
+	memset(l, 0, sizeof(*l));
+	if (!db->m)
+		return false;
+	l->host =
+	    p->nhosts && !is_socket_host(p->hosts[db->cur_host]) ? p->hosts[db->cur_host] : NULL;
+	l->address = db->cur_ip;
+	l->loopback = strncmp(db->cur_ip, "127.", 4) == 0 || strcmp(db->cur_ip, "::1") == 0 ||
+	              strncmp(db->cur_ip, "::ffff:127.", 11) == 0;
+	l->cipher = mysql_get_ssl_cipher(db->m);
+	if (l->cipher && mariadb_get_infov(db->m, MARIADB_CONNECTION_TLS_VERSION, &v) == 0)
+		l->tls_version = v;
+	l->verified = l->cipher && p->ssl_verify_server_cert;
+	l->pinned = l->cipher && p->ssl_fingerprint;
+	return true;
 }
 
 unsigned lr_db_errno(const lr_db *db)

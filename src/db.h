@@ -30,9 +30,14 @@ struct lr_db_params {
 	char *password;
 	char *database;
 	char *ssl_ca;
+	char *ssl_capath; /* a directory of CA certificates (c_rehash names) */
 	char *ssl_cert;
 	char *ssl_key;
+	char *ssl_fingerprint; /* the server certificate's SHA-1 (or, 3.4+, SHA-256) */
+	char *tls_versions;    /* the connector's list, from the lowest version allowed */
 	bool ssl_verify_server_cert;
+	char *server_public_key;         /* PEM file of the server's RSA key */
+	bool allow_public_key_retrieval; /* may take the RSA key from the server */
 	bool galera_writer;       /* on Galera, move to the cluster's writer node (writer.h) */
 	unsigned connect_timeout; /* seconds, all > 0 */
 	unsigned read_timeout;
@@ -85,6 +90,18 @@ void lr_db_set_cancel(lr_db *db, const volatile bool *flag);
 void lr_db_set_idle_watch(lr_db *db, void (*fn)(void *arg), void *arg);
 void lr_db_set_op_timeout(lr_db *db, unsigned ms);
 void lr_db_set_probe(lr_db *db, bool on);
+
+/* How the current connection is made, for lockrunctl doctor. */
+struct lr_db_link {
+	const char *host;        /* the configured host; NULL: the unix socket */
+	const char *address;     /* the address connected to ("" for the socket) */
+	bool loopback;           /* the address is 127.0.0.0/8 or ::1 */
+	const char *tls_version; /* NULL: not encrypted */
+	const char *cipher;
+	bool verified; /* the certificate's chain and name were checked, against host */
+	bool pinned;   /* the certificate's fingerprint was checked */
+};
+bool lr_db_link(const lr_db *db, struct lr_db_link *l);
 
 unsigned lr_db_errno(const lr_db *db);
 const char *lr_db_error(const lr_db *db);

@@ -1080,6 +1080,83 @@ static void check_schema(struct doctor *d)
 		    row[api]);
 }
 
+/* ---- The connection: encryption, certificate, authentication ---- */
+
+/*
+ * The account's authentication plugin, from its own SHOW CREATE USER
+ * (which every account may run for itself), into buf; "" when unknown.
+ * MariaDB writes IDENTIFIED VIA plugin, or IDENTIFIED BY PASSWORD for
+ * mysql_native_password; MySQL IDENTIFIED WITH 'plugin'. One round trip.
+ */
+static void auth_plugin(struct doctor *d, char *buf, size_t len)
+{
+	MYSQL_ROW row;
+	const char *s, *p;
+	size_t n;
+
+	buf[0] = '\0';
+	if (!lr_db_query(d->db, "SHOW CREATE USER CURRENT_USER()") || !(row = lr_db_fetch(d->db)) ||
+	    !row[0])
+		return;
+	s = row[0];
+	if ((p = strstr(s, "IDENTIFIED WITH '")) || (p = strstr(s, "IDENTIFIED VIA "))) {
+		p = strchr(p + 11, p[11] == 'W' ? '\'' : ' ') + 1;
+		n = strcspn(p, "' ");
+		snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), p);
+	} else if (strstr(s, "IDENTIFIED BY PASSWORD")) {
+		snprintf(buf, len, "mysql_native_password");
+	}
+}
+
+/*
+ * How doctor's own connection is made, as lockrun's are: the host, TLS
+ * version and cipher, whether and against which name the certificate was
+ * verified, and the account's authentication plugin. Warns when a
+ * password crosses a network unencrypted: TCP to an address that is not
+ * loopback, without TLS. One round trip (auth_plugin).
+ */
+static void check_link(struct doctor *d)
+{
+	const struct lr_db_params *p = d->o->params;
+	struct lr_db_link l;
+	char plugin[64], where[400];
+	bool password;
+
+	if (!lr_db_link(d->db, &l))
+		return;
+	auth_plugin(d, plugin, sizeof(plugin));
+	password = p && ((p->password && *p->password) || p->option_file);
+	if (l.host && strcmp(l.host, l.address) != 0)
+		snprintf(where, sizeof(where), "%s (%s)", l.host, l.address);
+	else if (l.host)
+		snprintf(where, sizeof(where), "%s", l.host);
+	else
+		snprintf(where, sizeof(where), "the unix socket");
+	if (!l.host)
+		say(d, "connection", SEV_OK, "%s: local, not encrypted (needs no TLS); plugin %s",
+		    where, *plugin ? plugin : "unknown");
+	else if (!l.cipher)
+		say(d, "connection", password && !l.loopback ? SEV_WARN : SEV_OK,
+		    "%s: TCP, not encrypted; plugin %s%s", where, *plugin ? plugin : "unknown",
+		    password && !l.loopback
+		        ? ": the password's proof and every statement cross the network in clear; "
+		          "set ssl_ca and ssl_verify_server_cert = true"
+		        : "");
+	else
+		say(d, "connection", l.verified || l.pinned ? SEV_OK : SEV_WARN,
+		    "%s: %s, %s; certificate %s%s%s; plugin %s", where,
+		    l.tls_version ? l.tls_version : "TLS", l.cipher,
+		    l.verified ? "verified against "
+		    : l.pinned ? "pinned by fingerprint"
+		               : "",
+		    l.verified ? l.host : "",
+		    l.verified || l.pinned
+		        ? ""
+		        : "not verified (set ssl_verify_server_cert = true): whoever sits in the "
+		          "path may pose as the server",
+		    *plugin ? plugin : "unknown");
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -1223,6 +1300,7 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_used(&d);
 	check_sweep(&d);
 	check_rtt(&d);
+	check_link(&d);
 	for (size_t i = 0; i < d.n; i++) {
 		*problems += d.f[i].sev == SEV_FAIL;
 		warnings += d.f[i].sev == SEV_WARN;

@@ -71,6 +71,7 @@ setup() {
 @test "a config file holding a password that others may read or write gets a warning" {
 	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lockrun\npassword = %s\n' \
 		"$LR_PORT" "$(cat "$LR_DB/lockrun.pw")" >"$conf"
+	lr_server_key_conf "$LR_DB" >>"$conf"
 	local mode
 	for mode in 644 604 602; do
 		chmod "$mode" "$conf"
@@ -88,6 +89,7 @@ setup() {
 @test "a config file holding a password, 0640 with a group (as the packages install it): no warning" {
 	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lockrun\npassword = %s\n' \
 		"$LR_PORT" "$(cat "$LR_DB/lockrun.pw")" >"$conf"
+	lr_server_key_conf "$LR_DB" >>"$conf"
 	chown root:daemon "$conf"
 	chmod 640 "$conf"
 	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
@@ -147,6 +149,7 @@ setup() {
 	chmod 600 "$BATS_TEST_TMPDIR/my.cnf"
 	printf '[database]\nhost = 127.0.0.1\nport = %s\noption_file = %s\noption_group = lockrun_client\n' \
 		"$LR_PORT" "$BATS_TEST_TMPDIR/my.cnf" >"$conf"
+	lr_server_key_conf "$LR_DB" >>"$conf"
 	run "$LOCKRUN" -c "$conf" -s cfgsem -- true
 	assert_success
 	# The lock log records the invoker as USER() does: account@client host.

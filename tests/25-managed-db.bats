@@ -41,6 +41,7 @@ setup_file() {
 		"$port" >"$MG/master.conf"
 	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lockrun\npassword = runtimepw\ndatabase = lockrun\n' \
 		"$port" >"$MG/runtime.conf"
+	lr_server_key_conf "$MG" | tee -a "$MG/master.conf" >>"$MG/runtime.conf"
 	chmod 600 "$MG/master.conf" "$MG/runtime.conf"
 }
 

@@ -762,6 +762,36 @@ writer_of() {
 	echo "${served[0]}"
 }
 
+@test "writer: the move to the writer node verifies its certificate by name, as the first connect did" {
+	local w k first hosts
+	w=$(writer_of 1 2 3)
+	# Listed by name (each node's certificate has its DNS name only),
+	# another node first: lockrun connects there, then moves.
+	first=$((w % 3 + 1))
+	hosts="node$first.lockrun.test"
+	for k in 1 2 3; do ((k == first)) || hosts+=", node$k.lockrun.test"; done
+	printf '127.0.0.%s node%s.lockrun.test\n' 1 1 2 2 3 3 >"$BATS_TEST_TMPDIR/hosts"
+	lr_galera_conf "$LR_GALERA" "$BATS_TEST_TMPDIR/tls.conf" "$hosts" "connect_timeout = 5" \
+		"ssl_ca = $LR_GALERA/tls/ca.pem" "ssl_verify_server_cert = true"
+	local before after
+	read -ra before <<<"$(calls 1 2 3)"
+	run unshare --mount sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' \
+		"$BATS_TEST_TMPDIR/hosts" "$LOCKRUN" -vv -c "$BATS_TEST_TMPDIR/tls.conf" -x gtls -- true
+	assert_success
+	read -ra after <<<"$(calls 1 2 3)"
+	assert_line --partial "connected to node$first.lockrun.test:"
+	assert_line --partial "the Galera cluster's writer node is node$w.lockrun.test: moving there"
+	assert_line --partial "connected to node$w.lockrun.test:"
+	# The lock's CALLs went to the writer only.
+	for k in 1 2 3; do
+		if ((k == w)); then
+			((after[k - 1] > before[k - 1])) || fail "node $k (the writer) served no CALL"
+		else
+			assert_equal "${after[k - 1]}" "${before[k - 1]}"
+		fi
+	done
+}
+
 @test "writer: clients listing the nodes in any order send their calls to one node; without it, to the next" {
 	local w first w2 k rest=()
 	w=$(writer_of 1 2 3)

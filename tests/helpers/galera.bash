@@ -175,6 +175,44 @@ lr_galera_node_start() {
 	return 1
 }
 
+# _lr_galera_tls CDIR: one CA (CDIR/tls/ca.pem) and, per node, a server
+# certificate that names node N as a public CA would, by a DNS name only:
+# nodeN.lockrun.test (the tests map it to the node's address in a
+# /etc/hosts of their own). Clients that ask for no TLS do not use it.
+_lr_galera_tls() {
+	local cdir=$1 n inst dir
+	lr_tls_make "$cdir/tls" || return 1
+	for ((n = 1; n <= LR_GALERA_NODES; n++)); do
+		inst=$(lr_galera_node "$cdir" "$n")
+		dir=$inst/tls
+		mkdir -p "$dir"
+		if ! (
+			set -e
+			cd "$dir"
+			umask 022
+			cp "$cdir/tls/ca.pem" .
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+				-subj "/O=lockrun test node $n" -keyout server-key.pem -out s.csr
+			printf '%s\n' 'basicConstraints = critical, CA:FALSE' \
+				'extendedKeyUsage = serverAuth' "subjectAltName = DNS:node$n.lockrun.test" >s.ext
+			openssl x509 -req -days 2 -in s.csr -CA "$cdir/tls/ca.pem" \
+				-CAkey "$cdir/tls/ca-key.pem" -CAcreateserial -CAserial s.srl \
+				-extfile s.ext -out server.pem
+			rm -f s.csr s.ext s.srl
+		) >"$dir/openssl.log" 2>&1; then
+			_lr_say "the TLS certificate of node $n could not be made:"
+			cat "$dir/openssl.log" >&2
+			return 1
+		fi
+		chmod 755 "$dir"
+		chmod 644 "$dir"/*.pem
+		chmod 600 "$dir/server-key.pem"
+		if _lr_is_root; then
+			_lr_in_root chgrp mysql "$dir/server-key.pem" && chmod 640 "$dir/server-key.pem"
+		fi
+	done
+}
+
 # lr_galera_start CDIR: create, start and provision the cluster, and write
 # the client configs. Node 1 bootstraps it; nodes 2 and 3 join with an rsync
 # SST from it, one after the other. Returns when every node is Synced in a
@@ -220,6 +258,7 @@ lr_galera_start() {
 	for i in "${pids[@]}"; do wait "$i" || rc=1; done
 	((rc == 0)) || return 1
 
+	_lr_galera_tls "$cdir" || return 1
 	lr_galera_node_start "$cdir" 1 --wsrep-new-cluster || return 1
 	for ((n = 2; n <= LR_GALERA_NODES; n++)); do
 		lr_galera_node_start "$cdir" "$n" || return 1

@@ -442,6 +442,13 @@ repl_conf() {
 			echo "user = lockrun"
 			echo "password_file = $LR_REPL/lockrun.pw"
 			echo "database = lockrun"
+			# MySQL's accounts use caching_sha2_password: over TCP
+			# without TLS its RSA exchange needs the server's key, and
+			# lockrun takes it from the server only when told to. Each
+			# node made its own key pair, and a config that lists both
+			# could name only one key file: the pair runs on loopback,
+			# where nobody sits in the path, so these configs opt in.
+			lr_server_is_mysql && echo "allow_public_key_retrieval = true"
 			if (($#)); then
 				printf '%s\n' "$@"
 			else

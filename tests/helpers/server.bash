@@ -434,6 +434,21 @@ lr_admin_sql() {
 	fi
 }
 
+# lr_server_key_conf INSTDIR: on MySQL, the config line that names the
+# server's RSA public key, copied from the data directory where the server
+# made it (as an operator copies it from the server). MySQL's accounts log
+# in with caching_sha2_password, which over TCP without TLS encrypts the
+# password with that key, and lockrun will not take the key from the
+# network, where anyone in the path could hand it another. Nothing on
+# MariaDB, whose accounts use mysql_native_password.
+lr_server_key_conf() {
+	local inst=$1
+	lr_server_is_mysql || return 0
+	cp "$inst/data/public_key.pem" "$inst/server-public-key.pem" &&
+		chmod 644 "$inst/server-public-key.pem" &&
+		printf 'server_public_key = %s\n' "$inst/server-public-key.pem"
+}
+
 # lr_provision INSTDIR: database `lockrun`, account 'lockrun'@'%' with a fresh
 # random password and exactly the documented grant (sql/grant.sql), and the
 # client config files lockrun.conf (that account, TCP) and admin.conf (admin,
@@ -462,6 +477,7 @@ lr_provision() {
 			database = lockrun
 			connect_timeout = 5
 		EOF
+		lr_server_key_conf "$inst" >>"$inst/lockrun.conf"
 		cat >"$inst/admin.conf" <<-EOF
 			[database]
 			socket = $inst/mysqld.sock

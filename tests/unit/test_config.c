@@ -41,15 +41,18 @@ int main(void)
 
 	snprintf(pwfile, sizeof(pwfile), "%s/pw", dir);
 	write_file("pw", "s3cret\n", 0600);
+	/* ssl_ca must name a file that exists (its content is the connector's
+	 * to read). */
+	write_file("ca.pem", "", 0644);
 	char text[1024];
 	snprintf(text, sizeof(text),
 	         "; comment\n[database]\nhost = db1, db2 ,db3\nport = 3307\nuser = lr\n"
-	         "password_file = %s\ndatabase = locks\nssl_ca = /ca.pem\n"
+	         "password_file = %s\ndatabase = locks\nssl_ca = %s/ca.pem\n"
 	         "ssl_verify_server_cert = yes\ngalera_writer = off\nconnect_timeout = 2\n"
 	         "read_timeout = 7\n"
 	         "write_timeout = 8\n[lock]\nttl = 12.5\nwait = forever\nkill_after = 1\n"
 	         "conflict_exit_code = 0\non_lost = ignore\n",
-	         pwfile);
+	         pwfile, dir);
 	p = write_file("full.conf", text, 0644);
 	ok(load(&cfg, p), "a full file loads: %s", cfg.err);
 	ok(cfg.db.nhosts == 3, "three hosts");
