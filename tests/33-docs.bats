@@ -71,3 +71,10 @@ bats_require_minimum_version 1.5.0
 	((${output%%:*} <= 25))
 	(($(wc -l <"$LR_SRC/doc/examples.md") <= 100))
 }
+
+@test "docs: the README's first paragraph names both servers lockrun supports" {
+	first=$(awk 'NR > 1 && /^$/ && seen { exit } NR > 1 && /[^ ]/ { seen = 1; print }' "$LR_SRC/README.md")
+	echo "$first"
+	[[ $first == *MariaDB* ]]
+	[[ $first == *MySQL* ]]
+}

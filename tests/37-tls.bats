@@ -309,3 +309,28 @@ rsa_account() {
 	runs
 	assert_success
 }
+
+@test "doctor warns when the password's proof crosses a network in clear (TCP, no TLS, not loopback)" {
+	# A test host of its own: a network namespace whose address is not
+	# loopback (TEST-NET-1, on its lo), where socat hands each connection
+	# to the server's socket. Nothing leaves the namespace.
+	conf_with host=192.0.2.10 port=3306
+	run unshare --net sh -c 'ip link set lo up && ip addr add 192.0.2.10/32 dev lo || exit 99
+		socat TCP-LISTEN:3306,bind=192.0.2.10,reuseaddr,fork UNIX-CONNECT:"$0" &
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			socat -u OPEN:/dev/null TCP:192.0.2.10:3306 2>/dev/null && break
+			sleep 0.1
+		done
+		"$1" -c "$2" --json doctor
+		s=$?
+		kill $!
+		exit $s' "$TS/mysqld.sock" "$LOCKRUNCTL" "$conf"
+	[ "$status" -eq 0 ] || [ "$status" -eq 1 ]
+	run findings connection "$output"
+	assert_output --regexp "^warning\|192\.0\.2\.10: TCP, not encrypted; plugin [a-z0-9_]+: the password's proof and every statement cross the network in clear; set ssl_ca and ssl_verify_server_cert = true$"
+	# The same over loopback: no warning.
+	conf_with
+	run "$LOCKRUNCTL" -c "$conf" --json doctor
+	run findings connection "$output"
+	assert_output --regexp "^ok\|127\.0\.0\.1: TCP, not encrypted"
+}
