@@ -4,8 +4,10 @@
  * Lookup: the -c file, else $LOCKRUN_CONFIG, else /etc/lockrun.conf; with
  * none at all, the local server's socket as the current OS user.
  *
- * May use: db, duration, log, lr_build (generated), and OpenSSL to read a
- * server_public_key file.
+ * A server_public_key file is read with OpenSSL, to refuse one that holds
+ * no key before the connector would silently ask the server for its own.
+ *
+ * May use: db, duration, log, lr_build (generated).
  */
 #ifndef LR_CONFIG_H
 #define LR_CONFIG_H

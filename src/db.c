@@ -11,17 +11,21 @@
 
 #include <errmsg.h>
 #include <mysqld_error.h>
+#ifdef LR_CONNECTOR_PVIO
 /* The connector's own view of a connection's TLS handle (on_pvio); its
  * headers declare it only where the connector was built with TLS, as
- * Debian's is, and use a type that they define after its first use. */
+ * Debian's is, and use a type that they define after its first use.
+ * Where the header is not usable (meson.build), read_names is not built. */
 #define HAVE_TLS 1
 typedef unsigned char uchar;
 #include <ma_pvio.h>
+#endif
 
 /* Exported by Connector/C (3.0 and later), declared in no header it
  * installs: registers a callback of its I/O layer (on_pvio). */
 int ma_pvio_register_callback(my_bool register_callback,
-                              void (*callback_function)(int mode, MYSQL *mysql, const uchar *buffer,
+                              void (*callback_function)(int mode, MYSQL *mysql,
+                                                        const unsigned char *buffer,
                                                         size_t length));
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
@@ -391,6 +395,8 @@ static void drive(lr_db *db, int status, cont_fn cont, unsigned timeout_ms)
  * handle at a time. */
 static char peer_names[256];
 
+#ifdef LR_CONNECTOR_PVIO
+
 /* Puts the certificate's subjectAltNames (else its common name) into
  * peer_names. Local work. */
 static void note_names(X509 *cert)
@@ -420,6 +426,26 @@ static void note_names(X509 *cert)
 	snprintf(peer_names, sizeof(peer_names), "%s", sb.oom ? "" : lr_sb_str(&sb));
 	lr_sb_finish(&sb);
 }
+
+/* At the first read after the TLS handshake of a read_names connection:
+ * what the certificate names. Local work. */
+static void peer_read(MYSQL *m)
+{
+	MARIADB_PVIO *pvio = m->net.pvio;
+	X509 *cert;
+
+	if (pvio && pvio->ctls && pvio->ctls->ssl && !peer_names[0] &&
+	    (cert = SSL_get1_peer_certificate(pvio->ctls->ssl))) {
+		note_names(cert);
+		X509_free(cert);
+	}
+}
+#else
+static void peer_read(MYSQL *m)
+{
+	(void)m;
+}
+#endif
 
 /* The handle being connected, for on_pvio: the process connects one
  * handle at a time. */
@@ -463,8 +489,6 @@ static void on_name(lr_db *db, MYSQL *m)
 static void on_pvio(int mode, MYSQL *m, const unsigned char *buf, size_t len)
 {
 	lr_db *db = connecting;
-	MARIADB_PVIO *pvio = m->net.pvio;
-	X509 *cert;
 
 	if (!db || db->m != m)
 		return;
@@ -475,10 +499,8 @@ static void on_pvio(int mode, MYSQL *m, const unsigned char *buf, size_t len)
 		 * which the connector's error misnames. */
 		if (mode == 0 && (ssize_t)len > 5 && buf[4] == 0xFE && memchr(buf + 5, 0, len - 5))
 			snprintf(db->plugin, sizeof(db->plugin), "%s", (const char *)buf + 5);
-	} else if (mode == 0 && pvio && pvio->ctls && pvio->ctls->ssl && !peer_names[0] &&
-	           (cert = SSL_get1_peer_certificate(pvio->ctls->ssl))) {
-		note_names(cert);
-		X509_free(cert);
+	} else if (mode == 0) {
+		peer_read(m);
 	}
 }
 
@@ -682,6 +704,7 @@ static void drop_handle(lr_db *db)
 	drop_poll(db);
 }
 
+#ifdef LR_CONNECTOR_PVIO
 /*
  * After the server's certificate was found not to name the configured
  * host: what it names, for the error. A second connection to the same
@@ -709,6 +732,7 @@ static void read_names(lr_db *db, const char *ip, unsigned timeout_ms)
 	db->reading_names = false;
 	drop_handle(db);
 }
+#endif
 
 /* Says why a connect failed, in our terms (take_error), and in lockrun's
  * own words where the connector's would not say what to do: a plugin
@@ -720,8 +744,10 @@ static void connect_failed(lr_db *db, const char *ip, unsigned timeout_ms)
 	bool other_name;
 
 	take_error(db, "connect", timeout_ms);
+	/* Connector/C 3.3's words, then 3.4's. */
 	other_name = db->err == CR_SSL_CONNECTION_ERROR && db->named &&
-	             strstr(msg, "Validation of SSL server certificate failed");
+	             (strstr(msg, "Validation of SSL server certificate failed") ||
+	              strstr(msg, "Hostname verification failed"));
 	if (db->err == CR_PLUGIN_NOT_ALLOWED)
 		set_error(db, CR_PLUGIN_NOT_ALLOWED,
 		          "%s: the account logs in with %s, which over TCP without TLS %s (%u)",
@@ -735,11 +761,17 @@ static void connect_failed(lr_db *db, const char *ip, unsigned timeout_ms)
 	drop_handle(db);
 	if (other_name && !(db->cancel && *db->cancel)) {
 		peer_names[0] = '\0';
+#ifdef LR_CONNECTOR_PVIO
 		read_names(db, ip, timeout_ms);
 		set_error(db, CR_SSL_CONNECTION_ERROR,
 		          "%s: the server's certificate does not name %s; it names %s (%u)",
 		          db->server, db->tls_name, peer_names[0] ? peer_names : "no host name",
 		          CR_SSL_CONNECTION_ERROR);
+#else
+		set_error(db, CR_SSL_CONNECTION_ERROR,
+		          "%s: the server's certificate does not name %s (%u)", db->server,
+		          db->tls_name, CR_SSL_CONNECTION_ERROR);
+#endif
 	}
 }
 

@@ -39,7 +39,8 @@ fake() {
 	conf_with "password_file=$BATS_TEST_TMPDIR/pw"
 	run "$LOCKRUN" -c "$conf" -s any -- true
 	assert_failure 69
-	assert_output "lockrun: cannot connect to 127.0.0.1:$LR_PORT: Access denied for user 'lockrun'@'127.0.0.1' (using password: YES) (1045)"
+	assert_output --partial "lockrun: cannot connect to 127.0.0.1:$LR_PORT: Access denied for user 'lockrun'@'127.0.0.1' (using password: YES) (1045); check user 'lockrun' and the password read from $BATS_TEST_TMPDIR/pw (password_file) in $conf."
+	assert_equal "${#lines[@]}" 1
 }
 
 @test "unreachable host: refused port, exit 69" {
@@ -61,7 +62,7 @@ fake() {
 	printf '[database]\nsocket = %s\nuser = root\ndatabase = nosuchdb\n' "$LR_SOCKET" >"$conf"
 	run "$LOCKRUNCTL" -c "$conf" status
 	assert_failure 69
-	assert_output "lockrunctl: cannot connect to $LR_SOCKET: Unknown database 'nosuchdb' (1049)"
+	assert_output "lockrunctl: cannot connect to $LR_SOCKET: Unknown database 'nosuchdb' (1049); an administrator creates it (CREATE DATABASE \`nosuchdb\`), then runs 'lockrunctl init'; or set database in $conf"
 }
 
 @test "missing schema: told to run lockrunctl init, exit 69" {
