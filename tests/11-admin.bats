@@ -211,6 +211,7 @@ admin_conf_for() {
 	lr_admin_sql "$LR_DB" - lockrun <"$LR_SRC/sql/operator.sql"
 	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lockrun_admin\npassword = %s\n' \
 		"$LR_PORT" "$pw" >"$conf"
+	lr_server_key_conf "$LR_DB" >>"$conf"
 	chmod 600 "$conf"
 	run "$LOCKRUNCTL" -c "$conf" set op-slots 2
 	lr_admin_sql "$LR_DB" "DROP USER 'lockrun_admin'@'%'"

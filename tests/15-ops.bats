@@ -142,16 +142,20 @@ for r in json.loads(sys.argv[1])["resources"]: print(r["name"], r["kind"], r["ca
 	pids+=($!)
 	lr_wait_eq 1 holds ops-d
 	"$LOCKRUN" -s ops-d -- true 3>&- &
-	pids+=($!)
+	local waiter=$!
+	pids+=($waiter)
 	lr_wait_eq 1 waiters ops-d
 	run --separate-stderr c delete ops-d
 	assert_equal "$status" 75
 	[[ $stderr == *"'ops-d' is in use (1 holder, 1 waiter)"* ]] || fail "$stderr"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_resources WHERE name = 'ops-d'")" 1
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_fence_floor")" 0
-	# Only waited on: still refused.
+	# Only waited on: still refused. The waiter is stopped first, or its
+	# next poll would recount the permit the DELETE freed and take it.
+	kill -STOP "$waiter"
 	sql "DELETE FROM lr_holds WHERE resource = 'ops-d'"
 	run c delete ops-d
+	kill -CONT "$waiter"
 	assert_equal "$status" 75
 	touch "$gate"
 	wait

@@ -312,8 +312,14 @@ rsa_account() {
 
 @test "doctor warns when the password's proof crosses a network in clear (TCP, no TLS, not loopback)" {
 	# A test host of its own: a network namespace whose address is not
-	# loopback (TEST-NET-1, on its lo), where socat hands each connection
-	# to the server's socket. Nothing leaves the namespace.
+	# loopback (TEST-NET-1, on its lo). socat carries each connection out
+	# through a socket file to the server's TCP port, so the server sees
+	# TCP from loopback, as for any other test. Nothing else leaves the
+	# namespace.
+	local relay=$BATS_TEST_TMPDIR/relay.sock
+	socat UNIX-LISTEN:"$relay",fork TCP:127.0.0.1:"$port" 3>&- &
+	local relay_pid=$!
+	lr_wait_for test -S "$relay"
 	conf_with host=192.0.2.10 port=3306
 	run unshare --net sh -c 'ip link set lo up && ip addr add 192.0.2.10/32 dev lo || exit 99
 		socat TCP-LISTEN:3306,bind=192.0.2.10,reuseaddr,fork UNIX-CONNECT:"$0" &
@@ -324,7 +330,9 @@ rsa_account() {
 		"$1" -c "$2" --json doctor
 		s=$?
 		kill $!
-		exit $s' "$TS/mysqld.sock" "$LOCKRUNCTL" "$conf"
+		exit $s' "$relay" "$LOCKRUNCTL" "$conf"
+	kill "$relay_pid"
+	echo "$output"
 	[ "$status" -eq 0 ] || [ "$status" -eq 1 ]
 	run findings connection "$output"
 	assert_output --regexp "^warning\|192\.0\.2\.10: TCP, not encrypted; plugin [a-z0-9_]+: the password's proof and every statement cross the network in clear; set ssl_ca and ssl_verify_server_cert = true$"

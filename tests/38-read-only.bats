@@ -54,6 +54,7 @@ setup_file() {
 			"$port" "inst_$n" instpw "$n" >"$RO/inst_$n.conf"
 		printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = %s\npassword = %s\ndatabase = lr_%s\n' \
 			"$port" "rt_$n" rtpw "$n" >"$RO/rt_$n.conf"
+		lr_server_key_conf "$RO" | tee -a "$RO/inst_$n.conf" >>"$RO/rt_$n.conf"
 		chmod 600 "$RO/inst_$n.conf" "$RO/rt_$n.conf"
 		"$LOCKRUNCTL" -q -c "$RO/inst_$n.conf" init 2>/dev/null
 		# Given after init: SUPER (MariaDB 10.11's included) would also

@@ -64,6 +64,7 @@ conf_with() {
 		SET DEFAULT ROLE lr_fh9_api $(lr_server_is_mysql && echo TO || echo FOR) 'lr_fh9u'@'%'"
 	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lr_fh9u\npassword = %s\ndatabase = lr_fh9\n' \
 		"$LR_PORT" "$fh_pw" >"$conf"
+	lr_server_key_conf "$LR_DB" >>"$conf"
 	chmod 600 "$conf"
 	run -69 "$LOCKRUN" -c "$conf" -x fh -- true
 	assert_output --partial "(1044)"
@@ -116,6 +117,7 @@ conf_with() {
 		GRANT SELECT, INSERT, UPDATE, DELETE ON lockrun.* TO 'lr_fh'@'%'"
 	printf '[database]\nhost = 127.0.0.1\nport = %s\nuser = lr_fh\npassword = %s\n' \
 		"$LR_PORT" "$fh_pw" >"$conf"
+	lr_server_key_conf "$LR_DB" >>"$conf"
 	chmod 600 "$conf"
 	run "$LOCKRUNCTL" -c "$conf" doctor
 	assert_success
