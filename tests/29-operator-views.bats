@@ -156,3 +156,14 @@ c() {
 	assert_equal "$status" 69
 	assert_output --partial "'set' needs the operator account"
 }
+
+@test "lockrun's own account before the init that brings its procedures: status says in one line that an administrator runs init, or to use the operator account" {
+	sql "UPDATE lr_routines SET digest = REPEAT('0', 64); DROP PROCEDURE lockrun_status"
+	run -69 "$LOCKRUNCTL" status
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "(1305)"
+	assert_output --partial "; user 'lockrun' of $LOCKRUN_CONFIG reads through procedures that 'lockrunctl init' of this version installs and grants to the role lockrun_api: an administrator runs it; or use the operator account (/etc/lockrun/operator.conf)"
+	ctl init
+	run "$LOCKRUNCTL" status
+	assert_success
+}

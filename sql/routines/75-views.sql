@@ -111,29 +111,29 @@ BEGIN
   SET v_in = 1;
   IF p_part = 'resources' THEN
     SELECT r.name, r.kind, r.capacity, r.fence,
-           COALESCE(SUM(IF(h.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND, h.permits, 0)), 0),
-           COALESCE(SUM(h.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0),
-           COALESCE(SUM(h.expires_at <= UTC_TIMESTAMP(6)), 0),
+           COALESCE(SUM(IF(h.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND, h.permits, 0)), 0) AS used,
+           COALESCE(SUM(h.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0) AS holders,
+           COALESCE(SUM(h.expires_at <= UTC_TIMESTAMP(6)), 0) AS expired_holds,
            (SELECT COUNT(*) FROM lr_waiters w
-             WHERE w.resource = r.name AND w.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND),
+             WHERE w.resource = r.name AND w.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND) AS waiting,
            (SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(w.since), UTC_TIMESTAMP(6)), 0) FROM lr_waiters w
-             WHERE w.resource = r.name AND w.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND),
+             WHERE w.resource = r.name AND w.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND) AS oldest_wait_us,
            (SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(g.acquired_at), UTC_TIMESTAMP(6)), 0)
               FROM lr_holds o JOIN lr_grants g ON g.id = o.grant_id
-             WHERE o.resource = r.name AND o.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND),
-           DATE_FORMAT(r.paused_at, '%Y-%m-%dT%H:%i:%sZ'), r.paused_by, r.pause_note,
+             WHERE o.resource = r.name AND o.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND) AS oldest_hold_us,
+           DATE_FORMAT(r.paused_at, '%Y-%m-%dT%H:%i:%sZ') AS paused_at, r.paused_by, r.pause_note,
            (SELECT COALESCE(SUM(w.host_behind), 0) FROM lr_waiters w
-             WHERE w.resource = r.name AND w.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND)
+             WHERE w.resource = r.name AND w.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND) AS host_queued
       FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name
      WHERE p_resource IS NULL OR r.name = p_resource OR r.name = v_key
      GROUP BY r.name, r.kind, r.capacity, r.fence, r.paused_at, r.paused_by, r.pause_note
      ORDER BY r.name;
   ELSEIF p_part = 'holders' THEN
-    SELECT h.resource, 0, h.permits, h.fence, g.id, g.host, g.pid, g.os_user, NULL,
-           DATE_FORMAT(g.acquired_at, '%Y-%m-%dT%H:%i:%SZ'),
-           DATE_FORMAT(h.expires_at, '%Y-%m-%dT%H:%i:%S.%fZ'),
-           TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), h.expires_at),
-           TIMESTAMPDIFF(MICROSECOND, g.acquired_at, UTC_TIMESTAMP(6)), 0
+    SELECT h.resource, 0 AS type, h.permits, h.fence AS token, g.id AS grant_id, g.host, g.pid,
+           g.os_user, NULL AS command, DATE_FORMAT(g.acquired_at, '%Y-%m-%dT%H:%i:%SZ') AS since,
+           DATE_FORMAT(h.expires_at, '%Y-%m-%dT%H:%i:%S.%fZ') AS expires,
+           TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), h.expires_at) AS left_us,
+           TIMESTAMPDIFF(MICROSECOND, g.acquired_at, UTC_TIMESTAMP(6)) AS age_us, 0 AS behind
       FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
      WHERE p_resource IS NULL OR h.resource = p_resource OR h.resource = v_key
     UNION ALL
@@ -147,13 +147,13 @@ BEGIN
        AND w.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND
      ORDER BY 1, 2, 4;
   ELSEIF p_part = 'epoch' THEN
-    SELECT epoch, server, DATE_FORMAT(started_at, '%Y-%m-%dT%H:%i:%sZ'),
-           DATE_FORMAT(quarantine_until, '%Y-%m-%dT%H:%i:%sZ'),
-           GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), quarantine_until), 0) / 1e6,
-           (SELECT value / 1e3 FROM lr_settings WHERE name = 'max_ttl_ms')
+    SELECT epoch, server, DATE_FORMAT(started_at, '%Y-%m-%dT%H:%i:%sZ') AS started_at,
+           DATE_FORMAT(quarantine_until, '%Y-%m-%dT%H:%i:%sZ') AS quarantine_until,
+           GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), quarantine_until), 0) / 1e6 AS quarantine_s,
+           (SELECT value / 1e3 FROM lr_settings WHERE name = 'max_ttl_ms') AS max_ttl_s
       FROM lr_epoch WHERE id = 1;
   ELSEIF p_part = 'ended' THEN
-    SELECT i.resource, g.end_reason, COUNT(*) FROM lr_grants g
+    SELECT i.resource, g.end_reason, COUNT(*) AS grants FROM lr_grants g
       JOIN lr_grant_items i ON i.grant_id = g.id
      WHERE (p_resource IS NULL OR i.resource = p_resource OR i.resource = v_key)
        AND g.ended_at > UTC_TIMESTAMP(6) - INTERVAL 1 HOUR
@@ -183,12 +183,12 @@ BEGIN
   CALL lr_view_enter('lockrun_list', v_sw);
   SET v_in = 1;
   SELECT r.name, r.kind, r.capacity,
-         COALESCE(SUM(IF(h.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND, h.permits, 0)), 0),
-         r.fence, DATE_FORMAT(r.created_at, '%Y-%m-%dT%H:%i:%SZ'),
-         DATE_FORMAT(r.updated_at, '%Y-%m-%dT%H:%i:%SZ'),
-         COALESCE(SUM(h.expires_at <= UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0),
+         COALESCE(SUM(IF(h.expires_at > UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND, h.permits, 0)), 0) AS used,
+         r.fence, DATE_FORMAT(r.created_at, '%Y-%m-%dT%H:%i:%SZ') AS created,
+         DATE_FORMAT(r.updated_at, '%Y-%m-%dT%H:%i:%SZ') AS updated,
+         COALESCE(SUM(h.expires_at <= UTC_TIMESTAMP(6) - INTERVAL 5000000 MICROSECOND), 0) AS expired_holds,
          (SELECT GREATEST(32, MAX(CHAR_LENGTH(x.name))) FROM lr_resources x
-           WHERE p_kind IS NULL OR x.kind = p_kind)
+           WHERE p_kind IS NULL OR x.kind = p_kind) AS name_width
     FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name
    WHERE p_kind IS NULL OR r.kind = p_kind
    GROUP BY r.name ORDER BY r.name;
@@ -225,19 +225,19 @@ BEGIN
   SET v_max = p_max;
   CALL lr_view_enter('lockrun_history', v_sw);
   SET v_in = 1;
-  SELECT g.id, DATE_FORMAT(g.requested_at, '%Y-%m-%dT%H:%i:%S.%fZ'),
-         DATE_FORMAT(g.acquired_at, '%Y-%m-%dT%H:%i:%S.%fZ'),
-         DATE_FORMAT(COALESCE(g.ended_at, IF(x.lapsed, x.lease_end, NULL)), '%Y-%m-%dT%H:%i:%S.%fZ'),
-         COALESCE(g.end_reason, IF(x.lapsed, 'expired', NULL)),
-         g.exit_status, g.term_signal, g.host, g.pid, g.os_user, g.db_user, NULL,
-         TIMESTAMPDIFF(MICROSECOND, g.requested_at, g.acquired_at),
+  SELECT g.id AS grant_id, DATE_FORMAT(g.requested_at, '%Y-%m-%dT%H:%i:%S.%fZ') AS requested,
+         DATE_FORMAT(g.acquired_at, '%Y-%m-%dT%H:%i:%S.%fZ') AS acquired,
+         DATE_FORMAT(COALESCE(g.ended_at, IF(x.lapsed, x.lease_end, NULL)), '%Y-%m-%dT%H:%i:%S.%fZ') AS ended,
+         COALESCE(g.end_reason, IF(x.lapsed, 'expired', NULL)) AS end_reason,
+         g.exit_status, g.term_signal, g.host, g.pid, g.os_user, g.db_user, NULL AS command,
+         TIMESTAMPDIFF(MICROSECOND, g.requested_at, g.acquired_at) AS wait_us,
          TIMESTAMPDIFF(MICROSECOND, g.acquired_at,
-                       COALESCE(g.ended_at, IF(x.lapsed, x.lease_end, NULL), UTC_TIMESTAMP(6))),
+                       COALESCE(g.ended_at, IF(x.lapsed, x.lease_end, NULL), UTC_TIMESTAMP(6))) AS held_us,
          g.released_by, g.released_os_user, g.released_host, g.release_note,
          (SELECT GROUP_CONCAT(CONCAT_WS('|', i.resource, i.kind, i.permits, COALESCE(i.fence, '-'))
                               ORDER BY i.resource SEPARATOR ',')
-            FROM lr_grant_items i WHERE i.grant_id = g.id),
-         x.lapsed
+            FROM lr_grant_items i WHERE i.grant_id = g.id) AS resources,
+         x.lapsed AS not_swept
     FROM lr_grants g
     JOIN (SELECT g2.id,
                  COALESCE(hx.until, COALESCE(g2.renewed_at, g2.acquired_at) + INTERVAL g2.ttl_ms * 1000 MICROSECOND) AS lease_end,
@@ -276,8 +276,8 @@ BEGIN
   END;
   CALL lr_view_enter('lockrun_grant', v_sw);
   SET v_in = 1;
-  SELECT g.ended_at IS NULL, g.end_reason, DATE_FORMAT(g.ended_at, '%Y-%m-%dT%H:%i:%S.%fZ'),
-         h.resource, h.fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), h.expires_at)
+  SELECT g.ended_at IS NULL AS is_open, g.end_reason, DATE_FORMAT(g.ended_at, '%Y-%m-%dT%H:%i:%S.%fZ') AS ended,
+         h.resource, h.fence AS token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), h.expires_at) AS left_us
     FROM lr_grants g LEFT JOIN lr_holds h ON h.grant_id = g.id
    WHERE g.id = p_grant ORDER BY h.resource;
   CALL lr_view_leave(v_in, v_sw);
