@@ -161,7 +161,8 @@ c() {
 	sql "UPDATE lr_routines SET digest = REPEAT('0', 64); DROP PROCEDURE lockrun_status"
 	run -69 "$LOCKRUNCTL" status
 	assert_equal "${#lines[@]}" 1
-	assert_output --partial "(1305)"
+	# (The server says 1370, not 1305, to an account that may not see it.)
+	assert_output --regexp '\((1305|1370)\); '
 	assert_output --partial "; user 'lockrun' of $LOCKRUN_CONFIG reads through procedures that 'lockrunctl init' of this version installs and grants to the role lockrun_api: an administrator runs it; or use the operator account (/etc/lockrun/operator.conf)"
 	ctl init
 	run "$LOCKRUNCTL" status
