@@ -21,10 +21,13 @@ SET DEFAULT ROLE lockrun_api /*M! FOR */ /*!80000 TO */ 'lockrun'@'%';
 -- (MariaDB says FOR and MySQL TO there: each server runs the words in its
 -- own executable comment, /*M! */ MariaDB's, /*!80000 */ MySQL's.)
 -- The role lockrun_api (<database>_api for another database name) may
--- execute exactly the nine public procedures of the SQL API
+-- execute exactly the thirteen public procedures of the SQL API
 -- (doc/sql-api.md): lockrun_acquire, lockrun_settle, lockrun_poll,
 -- lockrun_sleep, lockrun_dequeue, lockrun_host_queue, lockrun_renew,
--- lockrun_release and lockrun_check; `lockrunctl init` grants them to it, and grants them
+-- lockrun_release and lockrun_check, and the views lockrun_status,
+-- lockrun_list, lockrun_history and lockrun_grant that `lockrunctl
+-- status`, `list`, `history` and `check` use with this account (no
+-- command line, no secret in them); `lockrunctl init` grants them to it, and grants them
 -- again whenever it installs new routines. They run as the locked account
 -- 'lockrun_owner'@'localhost' (SQL SECURITY DEFINER). So lockrun, and any
 -- application with this grant, can take, renew, check and release locks,
@@ -52,7 +55,7 @@ SET DEFAULT ROLE lockrun_api /*M! FOR */ /*!80000 TO */ 'lockrun'@'%';
 -- administrator itself. It creates no trigger and no stored function, so
 -- binary logging needs no SUPER: a managed database's master account is
 -- enough (doc/production.md).
--- `lockrunctl set`, `status` and the other operator verbs read and write
+-- `lockrunctl set`, `sweep` and the other operator verbs read and write
 -- the tables directly: run them with an operator account, granted by
 -- operator.sql beside this file, whose credentials go into
 -- /etc/lockrun/operator.conf.

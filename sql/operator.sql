@@ -1,6 +1,8 @@
--- The operator account: the one `lockrunctl` uses for set, status, list,
--- history, timeline, sweep, release, check, delete, pause, resume, max-ttl
--- and new-epoch, which read and write lockrun's tables directly. Applied
+-- The operator account: the one `lockrunctl` uses for set, timeline,
+-- sweep, release, delete, pause, resume, max-ttl and new-epoch, which read
+-- and write lockrun's tables directly, and with which status, list,
+-- history and check also show commands (lockrun's own account may run
+-- those four, through the procedures, without commands). Applied
 -- by an administrator in the lockrun database (mariadb lockrun <
 -- /usr/share/lockrun/sql/operator.sql, or mysql on MySQL), after
 --     CREATE USER 'lockrun_admin'@'%' IDENTIFIED BY '...';

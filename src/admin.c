@@ -140,13 +140,21 @@ enum lr_admin_result lr_admin_set_capacity(lr_db *db, const char *name, unsigned
  * a subquery, not a window function: with one, MariaDB 11.8 returns the
  * rows unsorted despite the ORDER BY.
  */
-bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, const char *kind, FILE *out, char *err,
-                   size_t errlen)
+bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, const char *kind, bool view, FILE *out,
+                   char *err, size_t errlen)
 {
 	MYSQL_ROW row;
 	bool first = true;
 
-	if (!lr_db_queryf(db,
+	/* lockrun's own account: the same columns through lockrun_list
+	 * (75-views.sql); kind is one of the four, checked by the caller. */
+	if (view && !lr_db_queryf(db, "CALL lockrun_list(%s%s%s)", kind ? "'" : "",
+	                          kind ? kind : "NULL", kind ? "'" : "")) {
+		snprintf(err, errlen, "%s", lr_db_error(db));
+		return false;
+	}
+	if (!view &&
+	    !lr_db_queryf(db,
 	                  "SELECT r.name, r.kind, r.capacity, COALESCE(SUM(IF(h.expires_at > "
 	                  "NOW(6) - " LR_SQL_GRACE ", h.permits, 0)), 0), r.fence, "
 	                  "DATE_FORMAT(r.created_at, '%%Y-%%m-%%dT%%H:%%i:%%SZ'), "

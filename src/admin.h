@@ -25,8 +25,8 @@ enum lr_admin_result lr_admin_set_capacity(lr_db *db, const char *name, unsigned
                                            const char *os_user, const char *host, long *old_cap,
                                            char *err, size_t errlen);
 enum lr_admin_format { LR_ADMIN_TABLE, LR_ADMIN_JSON, LR_ADMIN_NAMES };
-bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, const char *kind, FILE *out, char *err,
-                   size_t errlen);
+bool lr_admin_list(lr_db *db, enum lr_admin_format fmt, const char *kind, bool view, FILE *out,
+                   char *err, size_t errlen);
 enum lr_admin_result lr_admin_pause(lr_db *db, const char *name, bool pause, const char *reason,
                                     const char *os_user, const char *host, bool *changed, char *err,
                                     size_t errlen);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <mysqld_error.h>
 #include <uv.h>
 
 #include "admin.h"
@@ -155,6 +156,7 @@ struct ctl {
 	enum lr_status_format format;
 	enum lr_status_format asked; /* what --format said */
 	bool names;
+	bool view; /* reading through the procedures of 75-views.sql (read_ok) */
 	/* The command and its arguments, in order, options taken out. */
 	char **args;
 	int nargs;
@@ -287,18 +289,51 @@ static int cmd_init(struct ctl *c, int argc, char **argv)
 /*
  * The schema check every command but init and doctor starts with: the
  * first read of lockrun's tables, so an account without table rights
- * (lockrun's own) is refused here, and told which account to use. One
- * query.
+ * (lockrun's own) is refused here, and told which account to use. With
+ * read_only (status, list, history, check), such an account (1142: its
+ * role may only call the procedures) reads through the procedures made for
+ * it (sql/routines/75-views.sql) instead, which show everything but
+ * commands and secrets: c->view. Those exist once 'lockrunctl init' of
+ * this version ran, so they also vouch for the schema. One query.
  */
-static bool schema_ok(struct ctl *c)
+static bool schema_check(struct ctl *c, bool read_only)
 {
 	char err[1024], hint[1024];
 
 	if (lr_schema_check(c->db, err, sizeof(err)))
 		return true;
+	if (read_only && lr_db_errno(c->db) == ER_TABLEACCESS_DENIED_ERROR) {
+		lr_log_debug("%s; reading through the procedures of lockrun's own account", err);
+		c->view = true;
+		return true;
+	}
 	lr_log_error("%s%s", err,
 	             lr_hint_rights(lr_db_errno(c->db), c->args[0], &c->cfg, hint, sizeof(hint)));
 	return false;
+}
+
+static bool schema_ok(struct ctl *c)
+{
+	return schema_check(c, false);
+}
+
+static bool read_ok(struct ctl *c)
+{
+	return schema_check(c, true);
+}
+
+/* A read-only command's failure: its error, and for one made through the
+ * procedures of lockrun's own account what to do when they are missing
+ * or not granted (lr_hint_rights). Exit status 69. */
+static int read_failed(struct ctl *c, const char *err)
+{
+	char hint[1024];
+
+	lr_log_error(
+	    "%s%s", err,
+	    c->view ? lr_hint_rights(lr_db_errno(c->db), c->args[0], &c->cfg, hint, sizeof(hint))
+	            : "");
+	return LR_EXIT_UNAVAILABLE;
 }
 
 /*
@@ -409,12 +444,10 @@ static int cmd_status(struct ctl *c, int argc, char **argv)
 	char err[1024];
 	bool found;
 
-	if (!schema_ok(c))
+	if (!read_ok(c))
 		return LR_EXIT_UNAVAILABLE;
-	if (!lr_status_print(c->db, name, c->format, stdout, &found, err, sizeof(err))) {
-		lr_log_error("%s", err);
-		return LR_EXIT_UNAVAILABLE;
-	}
+	if (!lr_status_print(c->db, name, c->format, c->view, stdout, &found, err, sizeof(err)))
+		return read_failed(c, err);
 	if (name && !found) {
 		if (c->format == LR_STATUS_TEXT)
 			lr_log_error("no resource named '%s'", name);
@@ -430,16 +463,14 @@ static int cmd_list(struct ctl *c, int argc, char **argv)
 {
 	char err[1024];
 
-	if (!schema_ok(c))
+	if (!read_ok(c))
 		return LR_EXIT_UNAVAILABLE;
 	if (!lr_admin_list(c->db,
 	                   c->names  ? LR_ADMIN_NAMES
 	                   : c->json ? LR_ADMIN_JSON
 	                             : LR_ADMIN_TABLE,
-	                   argc > 1 ? argv[1] : NULL, stdout, err, sizeof(err))) {
-		lr_log_error("%s", err);
-		return LR_EXIT_UNAVAILABLE;
-	}
+	                   argc > 1 ? argv[1] : NULL, c->view, stdout, err, sizeof(err)))
+		return read_failed(c, err);
 	return LR_EXIT_OK;
 }
 
@@ -546,12 +577,10 @@ static int cmd_history(struct ctl *c, int argc, char **argv)
 	char err[1024];
 	size_t shown;
 
-	if (!schema_ok(c))
+	if (!read_ok(c))
 		return LR_EXIT_UNAVAILABLE;
-	if (!lr_history_print(c->db, &q, c->json, stdout, &shown, err, sizeof(err))) {
-		lr_log_error("%s", err);
-		return LR_EXIT_UNAVAILABLE;
-	}
+	if (!lr_history_print(c->db, &q, c->json, c->view, stdout, &shown, err, sizeof(err)))
+		return read_failed(c, err);
 	if (!shown && !c->json && c->verbosity >= 0)
 		printf("no runs%s%s%s\n", q.name ? " of '" : "", q.name ? q.name : "",
 		       q.name ? "'" : "");
@@ -663,6 +692,7 @@ static bool token_arg(char *s, struct lr_grant_token *t)
 static int cmd_check(struct ctl *c, int argc, char **argv)
 {
 	struct lr_grant_token want[64];
+	enum lr_grant_result r;
 	char err[1024];
 	uint64_t id;
 
@@ -671,11 +701,13 @@ static int cmd_check(struct ctl *c, int argc, char **argv)
 	for (int i = 2; i < argc; i++)
 		if (!token_arg(argv[i], &want[i - 2]))
 			return LR_EXIT_USAGE;
-	if (!schema_ok(c))
+	if (!read_ok(c))
 		return LR_EXIT_UNAVAILABLE;
-	return grant_rc(lr_grant_check(c->db, id, want, (size_t)argc - 2, c->json, c->verbosity < 0,
-	                               stdout, err, sizeof(err)),
-	                err, false);
+	r = lr_grant_check(c->db, id, c->view, want, (size_t)argc - 2, c->json, c->verbosity < 0,
+	                   stdout, err, sizeof(err));
+	if (r == LR_GRANT_DBERROR)
+		return read_failed(c, err);
+	return grant_rc(r, err, false);
 }
 
 /*

@@ -574,9 +574,10 @@ static const struct {
 	(P_CREATE | P_ALTER | P_INDEX | P_CREATE_ROUTINE | P_ALTER_ROUTINE | P_CREATE_USER |       \
 	 P_GRANT)
 
-static const char *const procedures[] = {"lockrun_acquire",    "lockrun_check",  "lockrun_dequeue",
-                                         "lockrun_host_queue", "lockrun_poll",   "lockrun_release",
-                                         "lockrun_renew",      "lockrun_settle", "lockrun_sleep"};
+static const char *const procedures[] = {
+    "lockrun_acquire", "lockrun_check",   "lockrun_dequeue", "lockrun_host_queue", "lockrun_poll",
+    "lockrun_release", "lockrun_renew",   "lockrun_settle",  "lockrun_sleep",      "lockrun_status",
+    "lockrun_list",    "lockrun_history", "lockrun_grant"};
 #define NPROCS (sizeof(procedures) / sizeof(procedures[0]))
 
 /* On MySQL, whose information_schema does not show a routine to an

@@ -27,9 +27,9 @@ enum lr_grant_result {
 	LR_GRANT_DBERROR, /* the database failed us */
 };
 
-enum lr_grant_result lr_grant_check(lr_db *db, uint64_t id, const struct lr_grant_token *want,
-                                    size_t nwant, bool json, bool quiet, FILE *out, char *err,
-                                    size_t errlen);
+enum lr_grant_result lr_grant_check(lr_db *db, uint64_t id, bool view,
+                                    const struct lr_grant_token *want, size_t nwant, bool json,
+                                    bool quiet, FILE *out, char *err, size_t errlen);
 
 /* Who forces a release, for the lock log. */
 struct lr_grant_releaser {

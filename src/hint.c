@@ -130,6 +130,15 @@ const char *lr_hint_rights(unsigned err, const char *cmd, const struct lr_config
 		             "TO an account (sql/operator.sql) and puts it in %s (mode 0600, "
 		             "root), which lockrunctl reads first",
 		             cmd, u, origin(cfg), d, LR_OPERATOR_CONFIG);
+	else if (err == ER_SP_DOES_NOT_EXIST || err == ER_PROCACCESS_DENIED_ERROR)
+		/* A read-only command through the procedures of lockrun's own
+		 * account (75-views.sql): not there, or not granted, before
+		 * 'init' of this version. */
+		lr_sb_printf(sb,
+		             "; user '%s' of %s reads through procedures that 'lockrunctl init' "
+		             "of this version installs and grants to the role %s_api: an "
+		             "administrator runs it; or use the operator account (%s)",
+		             u, origin(cfg), d, LR_OPERATOR_CONFIG);
 	snprintf(buf, len, "%s", sb->oom ? "" : lr_sb_str(sb));
 	lr_sb_finish(sb);
 	return buf;

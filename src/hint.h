@@ -21,7 +21,8 @@ const char *lr_hint_connect(unsigned err, const struct lr_config *cfg, char *buf
 
 /* "; HINT" into buf for err, a server's refusal after connecting, met by
  * lockrunctl's command cmd: a table refused to lockrun's own account
- * (1142), or init's rights; "" when there is none; returns buf. */
+ * (1142), or init's rights, or the procedures of its read-only commands
+ * missing or not granted (1305, 1370); "" when there is none; returns buf. */
 const char *lr_hint_rights(unsigned err, const char *cmd, const struct lr_config *cfg, char *buf,
                            size_t len);
 

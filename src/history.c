@@ -83,7 +83,9 @@ static void json_num(FILE *out, const char *key, const char *v)
 	fprintf(out, ",\"%s\":%s", key, v ? v : "null");
 }
 
-static void json_run(FILE *out, MYSQL_ROW r, bool first)
+/* view: read through lockrun_history, which hides the command: the key
+ * is left out (the answer's "hidden"). */
+static void json_run(FILE *out, MYSQL_ROW r, bool first, bool view)
 {
 	static const struct {
 		const char *key;
@@ -103,6 +105,8 @@ static void json_run(FILE *out, MYSQL_ROW r, bool first)
 
 	fprintf(out, "%s{\"grant\":%s", first ? "" : ",", r[C_ID]);
 	for (size_t k = 0; k < sizeof(strs) / sizeof(strs[0]); k++) {
+		if (view && strs[k].col == C_CMD)
+			continue;
 		fprintf(out, ",\"%s\":", strs[k].key);
 		lr_report_json_or_null(out, r[strs[k].col]);
 	}
@@ -141,7 +145,7 @@ static const char *how_ended(MYSQL_ROW r, char *buf, size_t len)
  * line aside, which lists them all): when and how long, who and what,
  * which resources with which tokens, and who released it by force.
  */
-static void text_run(FILE *out, MYSQL_ROW r)
+static void text_run(FILE *out, MYSQL_ROW r, bool view)
 {
 	char d1[32], d2[32], how[64];
 
@@ -157,7 +161,7 @@ static void text_run(FILE *out, MYSQL_ROW r)
 	fputc('@', out);
 	lr_report_show(out, r[C_HOST], 16, 0);
 	fprintf(out, ":%s  ", r[C_PID]);
-	lr_report_show(out, r[C_CMD], 40, 0);
+	lr_report_show(out, view ? LR_REPORT_HIDDEN : r[C_CMD], 40, 0);
 	fputs("\n  ", out);
 	if (r[C_ITEMS])
 		each_item(r[C_ITEMS], text_item, out);
@@ -184,7 +188,7 @@ static void text_run(FILE *out, MYSQL_ROW r)
  * granted) are left out. Two statements: the session's GROUP_CONCAT
  * limit (a run has up to 64 resources), then one query.
  */
-bool lr_history_print(lr_db *db, const struct lr_history_query *q, bool json, FILE *out,
+bool lr_history_print(lr_db *db, const struct lr_history_query *q, bool json, bool view, FILE *out,
                       size_t *shown, char *err, size_t errlen)
 {
 	struct lr_sb sb;
@@ -220,15 +224,29 @@ bool lr_history_print(lr_db *db, const struct lr_history_query *q, bool json, FI
 		             " AND COALESCE(" ENDED ", NOW(6)) >= NOW(6) - INTERVAL %llu SECOND",
 		             q->since);
 	lr_sb_printf(&sb, " ORDER BY g.acquired_at DESC, g.id DESC LIMIT %lu", q->limit);
-	if (!lr_db_query(db, lr_sb_str(&sb)))
+	if (view) {
+		/* The same columns through lockrun_history (75-views.sql). */
+		lr_sb_finish(&sb);
+		lr_sb_init(&sb);
+		lr_sb_puts(&sb, "CALL lockrun_history(");
+		if (q->name)
+			lr_db_sb_quote(db, &sb, q->name);
+		else
+			lr_sb_puts(&sb, "NULL");
+		if (q->since)
+			lr_sb_printf(&sb, ", %llu, %lu)", q->since, q->limit);
+		else
+			lr_sb_printf(&sb, ", NULL, %lu)", q->limit);
+	}
+	if (sb.oom || !lr_db_query(db, lr_sb_str(&sb)))
 		goto fail;
 	if (json)
-		fputs("{\"runs\":[", out);
+		fputs(view ? "{\"hidden\":[\"command\"],\"runs\":[" : "{\"runs\":[", out);
 	while ((row = lr_db_fetch(db))) {
 		if (json)
-			json_run(out, row, *shown == 0);
+			json_run(out, row, *shown == 0, view);
 		else
-			text_run(out, row);
+			text_run(out, row, view);
 		(*shown)++;
 	}
 	if (json)

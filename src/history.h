@@ -34,7 +34,9 @@ struct lr_history_query {
 	unsigned long limit;      /* runs at most */
 };
 
-bool lr_history_print(lr_db *db, const struct lr_history_query *q, bool json, FILE *out,
+/* view: through the procedure lockrun_history (lockrun's own account, which
+ * may not read the tables): the same, without commands. */
+bool lr_history_print(lr_db *db, const struct lr_history_query *q, bool json, bool view, FILE *out,
                       size_t *shown, char *err, size_t errlen);
 
 #endif

@@ -12,6 +12,11 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* What stands for a command line that the account may not see: lockrun's
+ * own account reads through the procedures of sql/routines/75-views.sql,
+ * which never show one (it often carries secrets). */
+#define LR_REPORT_HIDDEN "(command hidden: operator account only)"
+
 void lr_report_json(FILE *out, const char *s);
 void lr_report_json_or_null(FILE *out, const char *s);
 void lr_report_show(FILE *out, const char *s, size_t width, size_t pad);

@@ -54,12 +54,44 @@ static void free_rows(struct res_row *res, size_t n)
 	free(res);
 }
 
+/* What status shows: all resources or the one named (where: the operator's
+ * WHERE clause on lr_resources r), read from the tables or, with view,
+ * through lockrun_status. */
+struct scope {
+	const char *where, *name;
+	bool view;
+};
+
+/*
+ * Runs one read of status: sql, the operator's query, or with s->view the
+ * part of lockrun_status that answers with the same columns. One round
+ * trip.
+ */
+static bool scope_query(lr_db *db, const struct scope *s, const char *part, const char *sql)
+{
+	struct lr_sb sb;
+	bool ok;
+
+	if (!s->view)
+		return lr_db_query(db, sql);
+	lr_sb_init(&sb);
+	lr_sb_printf(&sb, "CALL lockrun_status('%s', ", part);
+	if (s->name)
+		lr_db_sb_quote(db, &sb, s->name);
+	else
+		lr_sb_puts(&sb, "NULL");
+	lr_sb_puts(&sb, ")");
+	ok = !sb.oom && lr_db_query(db, lr_sb_str(&sb));
+	lr_sb_finish(&sb);
+	return ok;
+}
+
 /*
  * Reads the resources (all, or the one named) with their counts. Holds
  * and waiters within the grace count as they do for acquirers (see
  * LR_SWEEP_GRACE_MS); expired holds are counted apart. One query.
  */
-static bool load_resources(lr_db *db, const char *where, struct res_row **out, size_t *n)
+static bool load_resources(lr_db *db, const struct scope *s, struct res_row **out, size_t *n)
 {
 	struct lr_sb sb;
 	struct res_row *res;
@@ -90,8 +122,8 @@ static bool load_resources(lr_db *db, const char *where, struct res_row **out, s
 	             "FROM lr_resources r LEFT JOIN lr_holds h ON h.resource = r.name %s "
 	             "GROUP BY r.name, r.kind, r.capacity, r.fence, r.paused_at, r.paused_by, "
 	             "r.pause_note ORDER BY r.name",
-	             where);
-	ok = lr_db_query(db, lr_sb_str(&sb));
+	             s->where);
+	ok = scope_query(db, s, "resources", lr_sb_str(&sb));
 	lr_sb_finish(&sb);
 	if (!ok)
 		return false;
@@ -148,8 +180,10 @@ enum {
  * is listed, also one past its grace that no acquirer swept yet (marked);
  * waiters past the grace are gone for everyone, so not listed.
  */
-static bool query_parties(lr_db *db, const char *where, bool named)
+static bool query_parties(lr_db *db, const struct scope *s)
 {
+	const char *where = s->where;
+	bool named = s->name != NULL;
 	struct lr_sb sb;
 	bool ok;
 
@@ -171,7 +205,7 @@ static bool query_parties(lr_db *db, const char *where, bool named)
 	             "FROM lr_waiters w JOIN lr_resources r ON r.name = w.resource "
 	             "%s%s w.expires_at > NOW(6) - " LR_SQL_GRACE " ORDER BY 1, 2, 4",
 	             where, where, named ? " AND" : "WHERE");
-	ok = lr_db_query(db, lr_sb_str(&sb));
+	ok = scope_query(db, s, "holders", lr_sb_str(&sb));
 	lr_sb_finish(&sb);
 	return ok;
 }
@@ -186,16 +220,24 @@ static void json_party(FILE *out, MYSQL_ROW h, unsigned pos)
 		        "%s{\"grant\":%s,\"permits\":%s,\"token\":%s,\"host\":", pos ? "," : "",
 		        h[C_ID], h[C_PERMITS], h[C_ORDER]);
 	else {
-		fprintf(out, "%s{\"request\":", pos ? "," : "");
-		lr_report_json(out, h[C_ID]);
-		fprintf(out, ",\"position\":%u,\"permits\":%s,\"ticket\":%s,\"host\":", pos + 1,
+		/* Through lockrun_status, no request id (a secret) and no
+		 * command: those fields are left out (the answer's "hidden"). */
+		fputs(pos ? ",{" : "{", out);
+		if (h[C_ID]) {
+			fputs("\"request\":", out);
+			lr_report_json(out, h[C_ID]);
+			fputc(',', out);
+		}
+		fprintf(out, "\"position\":%u,\"permits\":%s,\"ticket\":%s,\"host\":", pos + 1,
 		        h[C_PERMITS], h[C_ORDER]);
 	}
 	lr_report_json(out, h[C_HOST]);
 	fprintf(out, ",\"pid\":%s,\"user\":", h[C_PID]);
 	lr_report_json(out, h[C_USER]);
-	fputs(",\"command\":", out);
-	lr_report_json(out, h[C_CMD]);
+	if (h[C_CMD]) {
+		fputs(",\"command\":", out);
+		lr_report_json(out, h[C_CMD]);
+	}
 	fprintf(out, ",\"since\":\"%s\",\"expires\":\"%s\"", h[C_SINCE], h[C_EXPIRES]);
 	if (h[C_TYPE][0] == '0')
 		fprintf(out,
@@ -238,7 +280,7 @@ static void text_party(FILE *out, MYSQL_ROW h, unsigned pos)
 		fprintf(out, ", waiting %s, %s permit%s\n", lr_duration_format(age, d1, sizeof(d1)),
 		        h[C_PERMITS], strcmp(h[C_PERMITS], "1") ? "s" : "");
 	fprintf(out, "    since %s  ", h[C_SINCE]);
-	lr_report_show(out, h[C_CMD], 48, 0);
+	lr_report_show(out, h[C_CMD] ? h[C_CMD] : LR_REPORT_HIDDEN, 48, 0);
 	fputc('\n', out);
 	if (h[C_TYPE][0] == '1' && strcmp(h[C_BEHIND], "0") != 0)
 		fprintf(out, "    and %s more run%s of its host queued behind it\n", h[C_BEHIND],
@@ -254,16 +296,17 @@ struct epoch {
 
 /* Reads the epoch: one query. False if there is none (an older schema):
  * status then shows no epoch. */
-static bool load_epoch(lr_db *db, struct epoch *e)
+static bool load_epoch(lr_db *db, const struct scope *s, struct epoch *e)
 {
 	MYSQL_ROW row;
 
-	if (!lr_db_query(db, "SELECT epoch, server, DATE_FORMAT(started_at, '%Y-%m-%dT%H:%i:%sZ'), "
-	                     "DATE_FORMAT(quarantine_until, '%Y-%m-%dT%H:%i:%sZ'), "
-	                     "GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
-	                     "quarantine_until), 0) / 1e6, "
-	                     "(SELECT value / 1e3 FROM lr_settings WHERE name = 'max_ttl_ms') "
-	                     "FROM lr_epoch WHERE id = 1") ||
+	if (!scope_query(db, s, "epoch",
+	                 "SELECT epoch, server, DATE_FORMAT(started_at, '%Y-%m-%dT%H:%i:%sZ'), "
+	                 "DATE_FORMAT(quarantine_until, '%Y-%m-%dT%H:%i:%sZ'), "
+	                 "GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
+	                 "quarantine_until), 0) / 1e6, "
+	                 "(SELECT value / 1e3 FROM lr_settings WHERE name = 'max_ttl_ms') "
+	                 "FROM lr_epoch WHERE id = 1") ||
 	    !(row = lr_db_fetch(db)) || !row[0])
 		return false;
 	snprintf(e->n, sizeof(e->n), "%s", row[0]);
@@ -276,12 +319,12 @@ static bool load_epoch(lr_db *db, struct epoch *e)
 }
 
 /* The resource list with holders and waiters, as text or JSON. */
-static bool print_people(lr_db *db, const char *where, bool named, const struct res_row *res,
-                         size_t nres, bool json, FILE *out)
+static bool print_people(lr_db *db, const struct scope *s, const struct res_row *res, size_t nres,
+                         bool json, FILE *out)
 {
 	MYSQL_ROW pending = NULL;
 	struct epoch e;
-	bool have_epoch = load_epoch(db, &e);
+	bool have_epoch = load_epoch(db, s, &e);
 
 	/* Only a quarantine is news to people; programs get the epoch always. */
 	if (have_epoch && !json && e.quarantine_s > 0) {
@@ -295,9 +338,11 @@ static bool print_people(lr_db *db, const char *where, bool named, const struct 
 		lr_report_show(out, e.until, SIZE_MAX, 0);
 		fprintf(out, " (%.0f s)\n", e.quarantine_s);
 	}
-	if (!query_parties(db, where, named))
+	if (!query_parties(db, s))
 		return false;
-	if (json)
+	if (json && s->view)
+		fputs("{\"hidden\":[\"command\",\"request\"],\"resources\":[", out);
+	else if (json)
 		fputs("{\"resources\":[", out);
 	/* The name column as wide as the longest name (up to 64). */
 	size_t width = 32;
@@ -419,8 +464,8 @@ static const char *const reasons[] = {"exited",       "signaled", "lost",       
  * resource and end reason (every reason, zeros included, so alert rules
  * never meet a missing series). Two more queries.
  */
-static bool print_prometheus(lr_db *db, const char *where, const struct res_row *res, size_t nres,
-                             FILE *out)
+static bool print_prometheus(lr_db *db, const struct scope *s, const struct res_row *res,
+                             size_t nres, FILE *out)
 {
 	static const struct {
 		const char *metric, *help;
@@ -455,8 +500,8 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 	             "JOIN lr_grant_items i ON i.grant_id = g.id "
 	             "JOIN lr_resources r ON r.name = i.resource %s%s "
 	             "g.ended_at > NOW(6) - INTERVAL 1 HOUR GROUP BY 1, 2 ORDER BY 1, 2",
-	             where, *where ? " AND" : "WHERE");
-	if (!lr_db_query(db, lr_sb_str(&sb)))
+	             s->where, *s->where ? " AND" : "WHERE");
+	if (!scope_query(db, s, "ended", lr_sb_str(&sb)))
 		goto out;
 	while ((row = lr_db_fetch(db))) {
 		for (size_t i = 0; i < nres; i++) {
@@ -517,7 +562,7 @@ static bool print_prometheus(lr_db *db, const char *where, const struct res_row 
 		}
 	}
 	struct epoch e;
-	if (load_epoch(db, &e)) {
+	if (load_epoch(db, s, &e)) {
 		prom_head(out, "epoch",
 		          "The fail-over epoch: one more each time another server "
 		          "took over the lock tables.",
@@ -549,9 +594,10 @@ out:
  * people (fits 80 columns), JSON for programs, or the Prometheus format.
  * A snapshot read: status decides nothing. Two or three queries.
  */
-bool lr_status_print(lr_db *db, const char *name, enum lr_status_format fmt, FILE *out, bool *found,
-                     char *err, size_t errlen)
+bool lr_status_print(lr_db *db, const char *name, enum lr_status_format fmt, bool view, FILE *out,
+                     bool *found, char *err, size_t errlen)
 {
+	struct scope s = {.name = name, .view = view};
 	struct lr_sb where;
 	struct res_row *res = NULL;
 	size_t nres = 0;
@@ -566,14 +612,14 @@ bool lr_status_print(lr_db *db, const char *name, enum lr_status_format fmt, FIL
 		lr_db_sb_quote(db, &where, name);
 		lr_sb_puts(&where, "))");
 	}
-	if (!load_resources(db, lr_sb_str(&where), &res, &nres))
+	s.where = lr_sb_str(&where);
+	if (!load_resources(db, &s, &res, &nres))
 		goto fail;
 	*found = nres > 0;
 	if (fmt == LR_STATUS_PROMETHEUS)
-		ok = print_prometheus(db, lr_sb_str(&where), res, nres, out);
+		ok = print_prometheus(db, &s, res, nres, out);
 	else
-		ok = print_people(db, lr_sb_str(&where), name != NULL, res, nres,
-		                  fmt == LR_STATUS_JSON, out);
+		ok = print_people(db, &s, res, nres, fmt == LR_STATUS_JSON, out);
 	if (ok)
 		goto out;
 fail:

@@ -194,9 +194,11 @@ admin_conf_for() {
 @test "the operator's commands with lockrun's own account: one line naming the operator account, its GRANT and file" {
 	local pw conf=$BATS_TEST_TMPDIR/operator.conf
 	"$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" -q set op-slots 1
-	# $LOCKRUN_CONFIG is lockrun's own account: it may only call the procedures.
-	for cmd in "set op-slots 2" status list history sweep "check 1" \
-		"release 1 --reason x" "delete op-slots"; do
+	# $LOCKRUN_CONFIG is lockrun's own account: it may only call the
+	# procedures (status, list, history and check read through them:
+	# 29-operator-views.bats).
+	for cmd in "set op-slots 2" sweep timeline "release 1 --reason x" "pause op-slots" \
+		"max-ttl 1m" "delete op-slots"; do
 		# shellcheck disable=SC2086
 		run -69 "$LOCKRUNCTL" $cmd
 		assert_equal "${#lines[@]}" 1

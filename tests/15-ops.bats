@@ -547,7 +547,7 @@ print(r["end_reason"], r["exit_status"], [(x["resource"], x["permits"], x["token
 	assert_success
 	assert_output --partial "no problems"
 	assert_line --regexp '^ok +read_only '
-	assert_line --regexp '^ok +procedures +all 9 present and callable, API version 3$'
+	assert_line --regexp '^ok +procedures +all 13 present and callable, API version 3$'
 	run "$LOCKRUNCTL" -c "$LOCKRUN_CONFIG" --json doctor
 	assert_success
 	run python3 -c 'import json, sys

@@ -24,7 +24,7 @@ UP_DB=lockrun_up
 UP_ROLE=lockrun_up_api
 # The routines table digest of e71252b's sql/procedures.sql.
 API2_DIGEST=37e360bfe3a494dcc63dc909f7afffeff6c6238ef994703800d2e644a33d8e87
-PUBLIC_PROCS="lockrun_acquire lockrun_check lockrun_dequeue lockrun_host_queue lockrun_poll lockrun_release lockrun_renew lockrun_settle lockrun_sleep"
+PUBLIC_PROCS="lockrun_acquire lockrun_check lockrun_dequeue lockrun_grant lockrun_history lockrun_host_queue lockrun_list lockrun_poll lockrun_release lockrun_renew lockrun_settle lockrun_sleep lockrun_status"
 
 # upsql SQL: admin SQL in the upgraded database.
 upsql() {
@@ -289,7 +289,7 @@ holder_field() { # holder_field LINE-KIND KEY: KEY=value of the first such line
 	assert_line "GRANT \`$UP_ROLE\` TO \`uptest\`@\`%\`"
 	assert_line "SET DEFAULT ROLE \`$UP_ROLE\` FOR \`uptest\`@\`%\`"
 	refute_line --partial "ON \`$UP_DB\`.*"
-	# The role may execute exactly the nine public procedures.
+	# The role may execute exactly the thirteen public procedures.
 	run lr_admin_sql "$LR_DB" "SHOW GRANTS FOR $UP_ROLE"
 	echo "$output"
 	assert_success
@@ -321,7 +321,7 @@ holder_field() { # holder_field LINE-KIND KEY: KEY=value of the first such line
 	assert_equal "$(field released "$out")" 1
 	run -1 upapp "CALL lr_sweep('upm')"
 	assert_output --partial "ERROR 1370"
-	# The account sees the nine public procedures and nothing else.
+	# The account sees the thirteen public procedures and nothing else.
 	run upapp "SELECT ROUTINE_NAME FROM information_schema.ROUTINES
 		WHERE ROUTINE_SCHEMA = '$UP_DB' ORDER BY ROUTINE_NAME"
 	assert_success

@@ -67,7 +67,7 @@ wait_rc() {
 	wait "$1" || rc=$?
 }
 
-@test "the account sees only the 9 public procedures; internal routines 1370, tables 1142, temporary tables 1044" {
+@test "the account sees only the 13 public procedures; internal routines 1370, tables 1142, temporary tables 1044" {
 	local out
 	if lr_server_is_mysql; then
 		# MySQL's information_schema shows no routine to an account that
@@ -75,13 +75,13 @@ wait_rc() {
 		out=$(app "SHOW GRANTS" | grep -o 'EXECUTE ON PROCEDURE `lockrun`.`[a-z_]*`' |
 			sed 's/.*`\.`\(.*\)`/PROCEDURE \1/' | sort | paste -sd,)
 		assert_equal "$out" \
-			"PROCEDURE lockrun_acquire,PROCEDURE lockrun_check,PROCEDURE lockrun_dequeue,PROCEDURE lockrun_host_queue,PROCEDURE lockrun_poll,PROCEDURE lockrun_release,PROCEDURE lockrun_renew,PROCEDURE lockrun_settle,PROCEDURE lockrun_sleep"
+			"PROCEDURE lockrun_acquire,PROCEDURE lockrun_check,PROCEDURE lockrun_dequeue,PROCEDURE lockrun_grant,PROCEDURE lockrun_history,PROCEDURE lockrun_host_queue,PROCEDURE lockrun_list,PROCEDURE lockrun_poll,PROCEDURE lockrun_release,PROCEDURE lockrun_renew,PROCEDURE lockrun_settle,PROCEDURE lockrun_sleep,PROCEDURE lockrun_status"
 		! app "SHOW GRANTS" | grep -qF 'ON `lockrun`.*' || fail "a grant on the whole database"
 	else
 		out=$(app "SELECT CONCAT(ROUTINE_TYPE, ' ', ROUTINE_NAME) AS r FROM information_schema.ROUTINES
 			WHERE ROUTINE_SCHEMA = 'lockrun' ORDER BY ROUTINE_NAME")
 		assert_equal "$(col r <<<"$out" | paste -sd,)" \
-			"PROCEDURE lockrun_acquire,PROCEDURE lockrun_check,PROCEDURE lockrun_dequeue,PROCEDURE lockrun_host_queue,PROCEDURE lockrun_poll,PROCEDURE lockrun_release,PROCEDURE lockrun_renew,PROCEDURE lockrun_settle,PROCEDURE lockrun_sleep"
+			"PROCEDURE lockrun_acquire,PROCEDURE lockrun_check,PROCEDURE lockrun_dequeue,PROCEDURE lockrun_grant,PROCEDURE lockrun_history,PROCEDURE lockrun_host_queue,PROCEDURE lockrun_list,PROCEDURE lockrun_poll,PROCEDURE lockrun_release,PROCEDURE lockrun_renew,PROCEDURE lockrun_settle,PROCEDURE lockrun_sleep,PROCEDURE lockrun_status"
 	fi
 	# Not even the body of a public one.
 	out=$(app "SELECT COUNT(*) AS n FROM information_schema.ROUTINES
@@ -500,4 +500,51 @@ wait_rc() {
 		WHERE (a.resource LIKE 'h-%' OR a.resource LIKE 'id:h-%') AND a.fence >= b.fence")" 0
 	# Something to judge: the fences of this file's grants.
 	(($(sql "SELECT COUNT(*) FROM lr_grant_items WHERE resource LIKE 'h-%' AND fence IS NOT NULL") >= 10))
+}
+
+@test "the views (lockrun_status, _list, _history, _grant) refuse an open transaction; at SERIALIZABLE with autocommit=0 (also one set for the next transaction only) they lock nothing a release needs and show no command, lease or request id" {
+	"$LOCKRUN" -x h-view -- sh -c 'sleep 30 # h-view-marker-1' 3>&- &
+	pids+=($!)
+	lr_wait_eq 1 holds h-view
+	"$LOCKRUN" -w 30 -x h-view -- sh -c 'true # h-view-marker-2' 3>&- &
+	pids+=($!)
+	lr_wait_eq 1 waiters h-view
+	local gid calls secret secrets
+	gid=$(grant_of h-view)
+	secrets=$(sql "SELECT request_id FROM lr_grants WHERE id = $gid
+		UNION ALL SELECT request_id FROM lr_waiters WHERE resource = 'h-view'")
+	[[ $(wc -l <<<"$secrets") == 2 ]] || fail "secrets: $secrets"
+	calls="CALL lockrun_status('resources', 'h-view'); CALL lockrun_status('holders', NULL);
+		CALL lockrun_status('epoch', NULL); CALL lockrun_status('ended', NULL);
+		CALL lockrun_list(NULL); CALL lockrun_history('h-view', 3600, 10); CALL lockrun_grant($gid);"
+	# Inside a transaction: refused, each.
+	local p
+	for p in "lockrun_status('holders', NULL)" "lockrun_list('mutex')" \
+		"lockrun_history(NULL, NULL, 5)" "lockrun_grant($gid)"; do
+		run app "START TRANSACTION; CALL $p; COMMIT"
+		assert_failure
+		assert_output --partial "${p%%(*}: call it outside a transaction"
+	done
+	# Outside one, in a session that would make every read lock: what
+	# they show, and then the session stays open (8 s) while the grant is
+	# released by force, which deletes the hold row they read.
+	app "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE; SET autocommit = 0; $calls
+		SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; $calls SELECT SLEEP(8)" \
+		>"$BATS_TEST_TMPDIR/views" 2>&1 &
+	local viewer=$!
+	sleeping() { [[ $(sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE INFO LIKE 'SELECT SLEEP(8)%'") == 1 ]]; }
+	lr_wait_for -t 5 sleeping
+	local t0=$SECONDS
+	run timeout 5 "$LOCKRUNCTL" -c "$LR_ADMIN_CONFIG" release "$gid" --reason h-view
+	assert_success
+	((SECONDS - t0 < 3)) || fail "the release waited $((SECONDS - t0)) s for the views' session"
+	wait "$viewer"
+	run cat "$BATS_TEST_TMPDIR/views"
+	assert_output --partial h-view
+	refute_output --partial h-view-marker
+	refute_output --partial ERROR
+	for secret in $secrets; do
+		refute_output --partial "$secret"
+	done
 }

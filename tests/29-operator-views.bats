@@ -92,3 +92,79 @@ c() {
 	run -64 c list bogus
 	assert_output "lockrunctl: list: unknown kind 'bogus': use semaphore, mutex, rwlock or key"
 }
+
+@test "lockrun's own account: status, list, history and check show holder, waiter, token and lease left through its procedures, never the command nor a secret; set still needs the operator" {
+	"$LOCKRUN" -x ov-rt -- sh -c 'sleep 30 # ov-marker-hold' 3>&- &
+	local hpid=$!
+	pids+=("$hpid")
+	lr_wait_eq 1 holds ov-rt
+	"$LOCKRUN" -w 30 -x ov-rt -- sh -c 'true # ov-marker-wait' 3>&- &
+	local wpid=$!
+	pids+=("$wpid")
+	lr_wait_eq 1 waiters ov-rt
+	local g tok secrets s
+	g=$(sql "SELECT grant_id FROM lr_holds WHERE resource = 'ov-rt'")
+	tok=$(sql "SELECT fence FROM lr_holds WHERE resource = 'ov-rt'")
+	secrets=$(sql "SELECT request_id FROM lr_grants WHERE id = $g
+		UNION ALL SELECT request_id FROM lr_waiters WHERE resource = 'ov-rt'")
+	# The operator sees the commands; lockrun's own account ($LOCKRUNCTL
+	# without -c: the suite's runtime configuration) does not.
+	run c status ov-rt
+	assert_output --partial ov-marker-hold
+	nothing_secret() {
+		refute_output --partial ov-marker
+		for s in $secrets; do refute_output --partial "$s"; done
+	}
+	run "$LOCKRUNCTL" status ov-rt
+	assert_success
+	assert_line --regexp "^ov-rt +mutex +held$"
+	assert_line --regexp "^  holder .*:$hpid .*, held [0-9.]+[a-z]+, token $tok, lease [0-9.]+[a-z]+ left$"
+	assert_line --regexp "^  waiter 1: .*:$wpid .*, waiting [0-9.]+[a-z]+, 1 permit$"
+	assert_line --regexp '^    since .*  \(command hidden: operator account only\)$'
+	nothing_secret
+	run "$LOCKRUNCTL" status --json ov-rt
+	assert_success
+	assert_output --regexp '^\{"hidden":\["command","request"\],"resources":\[\{"name":"ov-rt"'
+	assert_output --regexp "\"holders\":\[\{\"grant\":$g,\"permits\":1,\"token\":$tok,\"host\":.*\"pid\":$hpid,.*\"remaining_s\":[0-9.]+"
+	assert_output --regexp "\"waiters\":\[\{\"position\":1,.*\"pid\":$wpid,"
+	refute_output --partial '"command":'
+	nothing_secret
+	run "$LOCKRUNCTL" status --format prometheus ov-rt
+	assert_success
+	assert_line 'lockrun_resource_holders{resource="ov-rt",kind="mutex"} 1'
+	assert_line 'lockrun_resource_waiters{resource="ov-rt",kind="mutex"} 1'
+	run "$LOCKRUNCTL" list mutex
+	assert_success
+	assert_line --regexp "^ov-rt +mutex +1 +1 +$tok$"
+	run "$LOCKRUNCTL" history ov-rt --limit 1
+	assert_success
+	assert_line --index 0 --regexp "^grant $g .* running$"
+	assert_line --index 1 --regexp ":$hpid  \(command hidden: operator account only\)$"
+	assert_line --index 2 --regexp "ov-rt.*$tok"
+	nothing_secret
+	run "$LOCKRUNCTL" history ov-rt --limit 1 --json --since 1h
+	assert_success
+	assert_output --regexp "^\{\"hidden\":\[\"command\"\],\"runs\":\[\{\"grant\":$g,"
+	refute_output --partial '"command":'
+	nothing_secret
+	run "$LOCKRUNCTL" check "$g" "ov-rt=$tok"
+	assert_success
+	run "$LOCKRUNCTL" check "$g" "ov-rt=$((tok + 1))"
+	assert_equal "$status" 1
+	# What changes things says in one line that it needs the operator.
+	run "$LOCKRUNCTL" set ov-rt2 2
+	assert_equal "$status" 69
+	assert_output --partial "'set' needs the operator account"
+}
+
+@test "lockrun's own account before the init that brings its procedures: status says in one line that an administrator runs init, or to use the operator account" {
+	sql "UPDATE lr_routines SET digest = REPEAT('0', 64); DROP PROCEDURE lockrun_status"
+	run -69 "$LOCKRUNCTL" status
+	assert_equal "${#lines[@]}" 1
+	# (The server says 1370, not 1305, to an account that may not see it.)
+	assert_output --regexp '\((1305|1370)\); '
+	assert_output --partial "; user 'lockrun' of $LOCKRUN_CONFIG reads through procedures that 'lockrunctl init' of this version installs and grants to the role lockrun_api: an administrator runs it; or use the operator account (/etc/lockrun/operator.conf)"
+	ctl init
+	run "$LOCKRUNCTL" status
+	assert_success
+}

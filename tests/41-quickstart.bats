@@ -93,9 +93,12 @@ quickstart_commands() {
 		echo "files: \$(stat -c '%n %a %U' /etc/lockrun/operator.conf)"
 		# The documented way to run init later, with both files in place.
 		lockrunctl -c /dev/null init
-		# lockrun's own account, from /etc/lockrun.conf, is refused the table
-		# commands, and says which account they need.
+		# lockrun's own account, from /etc/lockrun.conf (the README: group
+		# lockrun without sudo), reads status through its procedures,
+		# without the command, and is refused the table commands, with the
+		# account they need.
 		lockrunctl -c /etc/lockrun.conf status || echo "runtime status: \$?"
+		lockrunctl -c /etc/lockrun.conf sweep || echo "runtime sweep: \$?"
 		# A user who may not read the operator's file gets /etc/lockrun.conf.
 		setpriv --reuid=nobody --regid=nogroup --clear-groups lockrunctl status ||
 			echo "nobody's status: \$?"
@@ -113,8 +116,10 @@ quickstart_commands() {
 	assert_output --partial $'unit: lockrunctl sweep --retention ${RETENTION}\nended 0 expired grants'
 	assert_output --partial $'cron: lockrunctl -q sweep\nfiles: /etc/lockrun/operator.conf 600 root'
 	assert_output --partial "schema is up to date"
-	assert_output --partial "; 'status' needs the operator account, not user 'lockrun' of /etc/lockrun.conf"
-	assert_output --partial "runtime status: 69"
+	assert_output --regexp $'\n  holder [^ ]+:[0-9]+ [a-z]+, held [^\n]*token 1, lease [0-9]+s left\n    since [^ ]+  \\(command hidden: operator account only\\)\n'
+	refute_output --partial "runtime status"
+	assert_output --partial "; 'sweep' needs the operator account, not user 'lockrun' of /etc/lockrun.conf"
+	assert_output --partial "runtime sweep: 69"
 	assert_output --partial "lockrunctl: /etc/lockrun.conf: Permission denied"
 	assert_output --partial "nobody's status: 78"
 	assert_output --regexp $'lockrun: 143 ?$'

@@ -19,6 +19,9 @@
 --                         lockrun_release
 --   60-settle.sql         lockrun_settle
 --   70-check.sql          lockrun_check
+--   75-views.sql          lockrun_status, lockrun_list, lockrun_history,
+--                         lockrun_grant: what lockrunctl's read-only
+--                         commands show, for the runtime account
 --   80-once.sql           lr_once_items: once-per windows
 --   90-access.sql         the role that may execute the public procedures
 --                         (lr_setup_access, run once and dropped)
@@ -53,7 +56,7 @@
 -- client can write a row of its own into lockrun's tables.
 --
 -- The security boundary (API 3). The runtime account holds one role,
--- <database>_api, which may execute exactly the nine lockrun_* procedures
+-- <database>_api, which may execute exactly the thirteen lockrun_* procedures
 -- (the grants of 90-access.sql); the lr_* helpers are for them
 -- alone. Nothing the caller controls reaches a decision: every argument is
 -- checked by the public procedure that takes it; every time is this
@@ -63,7 +66,8 @@
 -- local variables (a request's items as a JSON array); and the two ids a
 -- client makes are its secrets: the request id (its queue places) and the
 -- lease (its grant). Other clients see neither: the wake-up lock names are
--- hashes of the request id, and `holder` names host, pid and account only.
+-- hashes of the request id, `holder` names host, pid and account only, and
+-- the views of 75-views.sql show no secret and no command line.
 --
 -- The rules of migration 1 still hold: times are the server's
 -- (UTC_TIMESTAMP(6), which is lockrun's NOW(6) under time_zone '+00:00');

@@ -1,7 +1,7 @@
 -- lockrun's stored routines, 90: who may call them. (How these files are
 -- applied: 00-start.sql.)
 --
--- After every other routine file: the grants below name the nine public
+-- After every other routine file: the grants below name the thirteen public
 -- procedures, which must exist then, and lr_setup_access calls lr_enter,
 -- lr_epoch and lr_leave (10-helpers.sql) while it runs.
 
@@ -21,7 +21,7 @@ BEGIN
 END//
 
 -- The role <database>_api (lockrun_api for the database lockrun) may
--- execute the nine public procedures and nothing else; sql/grant.sql
+-- execute the thirteen public procedures and nothing else; sql/grant.sql
 -- gives it to the runtime account. Re-applied with every new text of the
 -- routine files, so a new public procedure reaches every account that has
 -- the role. Accounts that still have the grant of API 2 and earlier, EXECUTE
@@ -75,6 +75,10 @@ BEGIN
   CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_renew TO ', v_role));
   CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_release TO ', v_role));
   CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_check TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_status TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_list TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_history TO ', v_role));
+  CALL lr_setup_run(CONCAT('GRANT EXECUTE ON PROCEDURE ', v_db, '.lockrun_grant TO ', v_role));
   OPEN c;
   l: LOOP
     FETCH c INTO v_grantee;

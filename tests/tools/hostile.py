@@ -42,7 +42,8 @@ import pymysql.cursors
 PUBLIC = sorted([
     "lockrun_acquire", "lockrun_settle", "lockrun_poll", "lockrun_sleep",
     "lockrun_dequeue", "lockrun_renew", "lockrun_release", "lockrun_check",
-    "lockrun_host_queue",
+    "lockrun_host_queue", "lockrun_status", "lockrun_list", "lockrun_history",
+    "lockrun_grant",
 ])
 
 failures = 0
@@ -458,6 +459,20 @@ def cmd_args():
     a("check.resource.4000-chars", "CALL lockrun_check(%s, %s)", [held, "r" * 4000], TOO_LONG)
     for k in ("name-inner-newline", "name-trailing-newline", "name-space", "name-quote"):
         a(f"check.resource.{k}", "CALL lockrun_check(%s, %s)", [held, items[k][0][len("mutex:"):]])
+    # The read-only views (75-views.sql): the same resource names refused,
+    # and their other arguments checked.
+    for k in ("name-inner-newline", "name-trailing-newline", "name-space", "name-quote"):
+        bad = items[k][0][len("mutex:"):]
+        a(f"status.resource.{k}", "CALL lockrun_status(%s, %s)", ["holders", bad])
+        a(f"history.resource.{k}", "CALL lockrun_history(%s, NULL, 10)", [bad])
+    a("status.resource.4000-chars", "CALL lockrun_status(%s, %s)", ["holders", "r" * 4000], TOO_LONG)
+    for v in (None, "", "Holders", "holders ", "commands", "holders' OR 1"):
+        a(f"status.part.{v!r}", "CALL lockrun_status(%s, NULL)", [v], TOO_LONG)
+    for v in ("", "Mutex", "mutex ", "lock", "x" * 30):
+        a(f"list.kind.{v[:10]!r}", "CALL lockrun_list(%s)", [v], TOO_LONG)
+    for since, mx in ((None, None), (None, 0), (None, 1000001), (-1, 10), (3153600001, 10)):
+        a(f"history.bounds.{since}.{mx}", "CALL lockrun_history(NULL, %s, %s)", [since, mx])
+    a("grant.negative", "CALL lockrun_grant(%s)", [-1], RANGE)
 
     granted = []
     for name, sql, args, allow, check in cases:
