@@ -78,3 +78,18 @@ bats_require_minimum_version 1.5.0
 	[[ $first == *MariaDB* ]]
 	[[ $first == *MySQL* ]]
 }
+
+@test "docs: every password_file under /etc that the docs show is the same path" {
+	run sh -c "grep -rhoE 'password_file *= *[^ ;]+' '$LR_SRC/README.md' '$LR_SRC/doc' '$LR_SRC/contrib' |
+		sed 's/^password_file *= *//' | grep '^/etc/' | sort -u"
+	assert_success
+	assert_output /etc/lockrun/password
+}
+
+@test "docs: sql-api.md's lockrun_renew example shows the columns the procedure returns" {
+	cols=$(mariadb --no-defaults --socket="$LR_SOCKET" -u"$(lr_admin_user)" -B -D lockrun \
+		-e "CALL lockrun_renew('00000000000000000000000000000000', 30000)" | head -n 1 | tr '\t' ' ')
+	example=$(grep -A1 '^> CALL lockrun_renew(' "$LR_SRC/doc/sql-api.md" | sed -n 2p | tr -s ' ')
+	[ -n "$cols" ]
+	assert_equal "$example" "$cols"
+}
