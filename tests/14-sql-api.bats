@@ -310,7 +310,8 @@ rows() {
 	local out gid lease fa
 	lease=$(newid)
 	ctl set chs 3
-	out=$(acq "mutex:cha,semaphore:chs:2" "$(newid)" "$lease" 1000)
+	# A ttl of 3 s: the checks below must see it live on a loaded machine.
+	out=$(acq "mutex:cha,semaphore:chs:2" "$(newid)" "$lease" 3000)
 	assert_equal "$(col resource <<<"$out" | paste -sd,)" "cha,chs"
 	gid=$(field grant_id "$out")
 	fa=$(field fence "$out")
@@ -320,9 +321,9 @@ rows() {
 	assert_equal "$(field fence "$out")" NULL
 	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', 'cha'); COMMIT")
 	assert_equal "$(field live "$out")/$(field holds "$out")/$(field fence "$out")" "1/1/$fa"
-	# A ttl of 1 s, not renewed: no longer live once it ran out, although
-	# within the grace the holds are still there (and renewable).
-	sleep 1.3
+	# Not renewed: no longer live once it ran out, although within the
+	# grace the holds are still there (and renewable).
+	sleep 3.3
 	out=$(app "START TRANSACTION; CALL lockrun_check('$lease', NULL); COMMIT")
 	assert_equal "$(field live "$out")" 0
 	assert_equal "$(field holds "$out")" 2
