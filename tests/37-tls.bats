@@ -317,12 +317,12 @@ rsa_account() {
 	# TCP from loopback, as for any other test. Nothing else leaves the
 	# namespace.
 	local relay=$BATS_TEST_TMPDIR/relay.sock
-	socat UNIX-LISTEN:"$relay",fork TCP:127.0.0.1:"$port" 3>&- &
+	socat UNIX-LISTEN:"$relay",fork TCP:127.0.0.1:"$port" 2>/dev/null 3>&- &
 	local relay_pid=$!
 	lr_wait_for test -S "$relay"
 	conf_with host=192.0.2.10 port=3306
-	run unshare --net sh -c 'ip link set lo up && ip addr add 192.0.2.10/32 dev lo || exit 99
-		socat TCP-LISTEN:3306,bind=192.0.2.10,reuseaddr,fork UNIX-CONNECT:"$0" &
+	run --separate-stderr unshare --net sh -c 'ip link set lo up && ip addr add 192.0.2.10/32 dev lo || exit 99
+		socat TCP-LISTEN:3306,bind=192.0.2.10,reuseaddr,fork UNIX-CONNECT:"$0" 2>/dev/null &
 		for i in 1 2 3 4 5 6 7 8 9 10; do
 			socat -u OPEN:/dev/null TCP:192.0.2.10:3306 2>/dev/null && break
 			sleep 0.1
