@@ -77,7 +77,9 @@ const char *lr_hint_connect(unsigned err, const struct lr_config *cfg, char *buf
 		lr_sb_printf(sb,
 		             "; the account has no rights on database '%s' yet: if 'lockrunctl "
 		             "init' has not run there, an administrator runs it; then gives the "
-		             "account the role %s_api (sql/grant.sql; lockrunctl(1), EXAMPLES)",
+		             "account the role %s_api (sql/grant.sql; lockrunctl(1), EXAMPLES). "
+		             "On MySQL, ANSI_QUOTES in the global sql_mode denies a role's rights "
+		             "too: 'lockrunctl doctor' run by an administrator says what to do",
 		             d, d);
 		break;
 	case ER_BAD_DB_ERROR:

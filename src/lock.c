@@ -2,8 +2,6 @@
 
 #include <stdio.h>
 
-#include <mysqld_error.h>
-
 #include "btimer.h"
 #include "duration.h"
 #include "lockcall.h"
@@ -176,15 +174,8 @@ bool lr_lock_connect(struct lr_request *lk, double *wait_s, enum lr_acquire *why
 			         "the database server was still full after %.1f s: %s",
 			         (now - start) / 1000.0, lr_db_error(lk->db));
 	} else {
-		/* Denied the database although sql/grant.sql was run: on MySQL,
-		 * a global sql_mode with ANSI_QUOTES does that to an account
-		 * whose privileges come through a role (doc/production.md). */
 		*why = LR_ACQ_ERROR;
-		snprintf(lk->err, sizeof(lk->err), "cannot connect to %s%s", lr_db_error(lk->db),
-		         lr_db_errno(lk->db) == ER_DBACCESS_DENIED_ERROR
-		             ? " (on MySQL, ANSI_QUOTES in the global sql_mode also causes this: "
-		               "'lockrunctl doctor' run by an administrator says what to do)"
-		             : "");
+		snprintf(lk->err, sizeof(lk->err), "cannot connect to %s", lr_db_error(lk->db));
 	}
 	return false;
 }
