@@ -143,15 +143,18 @@ repl_gtids() {
 }
 
 # repl_written N: what node N wrote itself, as a replica would have to
-# apply it: its gtid_binlog_pos on MariaDB (which, with log_slave_updates,
-# moves with what it applies too), on MySQL the GTIDs of its own
-# server_uuid. Unchanged over a step, the node wrote nothing in it.
+# apply it: on MariaDB the last GTID of its own server_id in each domain
+# (gtid_binlog_state, which keeps one per domain and server: the binlog
+# position also moves with what it applies, such as a holder's renewals
+# on the primary), on MySQL the GTIDs of its own server_uuid. Unchanged
+# over a step, the node wrote nothing in it.
 repl_written() {
 	if _repl_mysql; then
 		repl_sql "$1" "SELECT COALESCE(REGEXP_SUBSTR(REPLACE(@@GLOBAL.gtid_executed, '\\n', ''),
 			CONCAT(@@server_uuid, '[^,]*')), '')"
 	else
-		repl_sql "$1" "SELECT @@GLOBAL.gtid_binlog_pos"
+		repl_sql "$1" "SELECT TRIM(BOTH ',' FROM REGEXP_REPLACE(CONCAT(',', @@GLOBAL.gtid_binlog_state),
+			CONCAT(',[0-9]+-(?!', @@server_id, '-)[0-9]+-[0-9]+(?=,|$)'), ''))"
 	fi
 }
 
