@@ -303,11 +303,15 @@ setup() {
 	ctl set audited 3
 	assert_equal "$(sql "SELECT GROUP_CONCAT(CONCAT(COALESCE(old_capacity, '-'), '>', new_capacity) ORDER BY id) FROM lr_capacity_audit WHERE resource = 'audited'")" "->2,2>3"
 	assert_equal "$(sql "SELECT COUNT(*) FROM lr_capacity_audit WHERE os_user = '$(id -un)' AND host = '$(hostname)' AND db_user LIKE 'root@%'")" 2
-	"$LOCKRUN" -s audited:2 -- sleep 3 3>&- &
+	# Held until the test says so: a fixed sleep ran out before the check
+	# on a loaded machine.
+	"$LOCKRUN" -s audited:2 -- sh -c 'while [ ! -e "$0" ]; do sleep 0.1; done' \
+		"$BATS_TEST_TMPDIR/done" 3>&- &
 	lr_wait_eq 2 holds audited
 	ctl set audited 1
 	run "$LOCKRUN" -n -s audited -- true
 	assert_failure 75
+	touch "$BATS_TEST_TMPDIR/done"
 	wait
 	run "$LOCKRUN" -n -s audited -- true
 	assert_success
