@@ -45,10 +45,16 @@
  *                       server connection is closed and "fired hold-query
  *                       PATTERN" is logged.  The trap is shared with
  *                       drop-reply: arming one disarms the other.
+ *   drop-replies on|off on: a one-way loss.  What clients send still
+ *                       reaches the server, but everything the server
+ *                       sends (greetings of new connections included) is
+ *                       read and thrown away; connections stay open.
+ *                       off: replies pass again (those thrown away are
+ *                       lost for good).
  *   kill-all            reset (RST) both sides of every connection
- *   reset               blackhole off, delay 0, drop-reply and hold-query
- *                       disarmed (a query already caught is still served
- *                       as its trap said)
+ *   reset               blackhole off, delay 0, drop-replies off,
+ *                       drop-reply and hold-query disarmed (a query
+ *                       already caught is still served as its trap said)
  *
  * Only the plaintext protocol can be inspected: no TLS, no compression.
  * Each direction buffers at most 1 MiB; while that is full, the sending
@@ -177,7 +183,8 @@ struct proxy {
 	int lfd, ctl_fd, ctl_wfd, log_fd;
 	unsigned target;
 	int blackhole;
-	int64_t delay; /* µs */
+	int drop_replies; /* the server's bytes are read and thrown away */
+	int64_t delay;    /* µs */
 	int armed;
 	int64_t hold; /* the armed trap is hold-query's, holding this long */
 	char pattern[MAX_PATTERN + 1];
@@ -653,17 +660,18 @@ static void read_client(struct proxy *p, struct conn *c, int64_t now)
 
 /* Read once from the server: into the server->client flow, or into the
  * void while the trap swallows the reply (whose first byte starts the
- * grace period before the client is cut off). */
+ * grace period before the client is cut off) or while drop-replies is
+ * on. */
 static void read_upstream(const struct proxy *p, struct conn *c, int64_t now)
 {
 	struct flow *f = &c->down;
 	ssize_t n;
 
-	if (c->trap == TR_SWALLOW) {
+	if (c->trap == TR_SWALLOW || p->drop_replies) {
 		unsigned char sink[16384];
 
 		n = sock_read(c->ufd, sink, sizeof(sink));
-		if (n > 0 && c->fire_at == 0)
+		if (n > 0 && c->trap == TR_SWALLOW && c->fire_at == 0)
 			c->fire_at = now + DROP_GRACE_US;
 	} else {
 		size_t room = flow_space(f);
@@ -688,9 +696,9 @@ static int want_client_input(const struct conn *c)
 	return c->ufd >= 0 && c->trap != TR_SWALLOW && flow_has_room(&c->up);
 }
 
-static int want_upstream_input(const struct conn *c)
+static int want_upstream_input(const struct proxy *p, const struct conn *c)
 {
-	return c->trap == TR_SWALLOW || (c->cfd >= 0 && flow_has_room(&c->down));
+	return c->trap == TR_SWALLOW || p->drop_replies || (c->cfd >= 0 && flow_has_room(&c->down));
 }
 
 /* Fill the two pollfds of a connection.  In a blackhole nothing is
@@ -713,7 +721,7 @@ static void conn_events(const struct proxy *p, const struct conn *c, int64_t now
 		pc->events |= POLLIN;
 	if (c->cfd >= 0 && flow_due(&c->down, now) > 0)
 		pc->events |= POLLOUT;
-	if (c->ufd >= 0 && want_upstream_input(c))
+	if (c->ufd >= 0 && want_upstream_input(p, c))
 		pu->events |= POLLIN;
 	if (c->ufd >= 0 && flow_due(&c->up, now) > 0)
 		pu->events |= POLLOUT;
@@ -1016,10 +1024,15 @@ static int apply_command(struct proxy *p, const char *cmd, const char *arg)
 		p->pattern_len = len;
 		p->hold = ms;
 		p->armed = 1;
+	} else if (!strcmp(cmd, "drop-replies") && !strcmp(arg, "on")) {
+		p->drop_replies = 1;
+	} else if (!strcmp(cmd, "drop-replies") && !strcmp(arg, "off")) {
+		p->drop_replies = 0;
 	} else if (!strcmp(cmd, "kill-all") && !*arg) {
 		kill_all(p);
 	} else if (!strcmp(cmd, "reset") && !*arg) {
 		p->blackhole = 0;
+		p->drop_replies = 0;
 		p->delay = 0;
 		p->armed = 0;
 	} else {
