@@ -6,9 +6,9 @@ a heartbeat every 0.1 s from each of a command's processes, leave), the
 fenced store's answers, each lockrun run's options, exit status and
 stderr, the faults, and the lock log dumped after the run (grants.tsv:
 id, request time, end, end reason, exit status, released_by, the lease's
-end as the server recorded it (its last grant or renewal plus the ttl)
-and the grant's time, both in seconds since the epoch; items.tsv: grant
-id, resource, fence). Shares no code with lockrun or with the workload.
+end as the server recorded it (its grant, claim or last renewal plus the
+ttl) and the grant's time, both in seconds since the epoch; items.tsv:
+grant id, resource, fence). Shares no code with lockrun or with the workload.
 Prints a summary (operations, faults by kind, violations by kind with
 the first example of each, the seed) and exits 1 if anything was
 violated.
