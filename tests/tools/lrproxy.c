@@ -2,11 +2,14 @@
  * lrproxy - a TCP proxy between lockrun and MariaDB that the test suite
  * can tell to misbehave.  Test helper only, never installed.
  *
- * Usage: lrproxy --target PORT [--listen PORT] [--port-file FILE]
- *                --control FIFO
+ * Usage: lrproxy --target PORT [--target-host ADDR] [--listen PORT]
+ *                [--bind ADDR] [--port-file FILE] --control FIFO
  *
- * Listens on 127.0.0.1:PORT (0 or absent: an ephemeral port) and relays
- * every client to its own connection to 127.0.0.1:TARGET.  When one side
+ * Listens on ADDR:PORT (--bind, default 127.0.0.1; PORT 0 or absent: an
+ * ephemeral port) and relays every client to its own connection to
+ * TARGET-HOST:TARGET (default 127.0.0.1).  Both are IPv4 addresses, so
+ * that each of several clients can have its own path to each of several
+ * servers on one port (127.1.H.N to 127.0.0.N).  When one side
  * closes, what it sent before is still delivered, then both are closed.
  * The port is reported on stdout and in FILE; FILE appears only once the
  * FIFO is being read, so commands may be sent as soon as it exists.  Runs
@@ -182,6 +185,8 @@ struct conn {
 struct proxy {
 	int lfd, ctl_fd, ctl_wfd, log_fd;
 	unsigned target;
+	struct in_addr target_addr;
+	char target_name[INET_ADDRSTRLEN];
 	int blackhole;
 	int drop_replies; /* the server's bytes are read and thrown away */
 	int64_t delay;    /* µs */
@@ -200,13 +205,14 @@ struct proxy {
 
 struct options {
 	unsigned target, listen;
+	struct in_addr target_addr, bind;
 	const char *port_file, *control;
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " --target PORT [--listen PORT] [--port-file FILE]"
-	           " --control FIFO\n");
+	fprintf(f, "usage: " PROG " --target PORT [--target-host ADDR] [--listen PORT]"
+	           " [--bind ADDR] [--port-file FILE] --control FIFO\n");
 }
 
 static int64_t now_us(void)
@@ -576,7 +582,7 @@ static void upstream_gone(struct conn *c)
 	flow_clear(&c->up);
 }
 
-/* Start a non-blocking connect to 127.0.0.1:target.  Loopback connects
+/* Start a non-blocking connect to the target.  Loopback connects
  * usually complete at once; otherwise ppoll() reports writability. */
 static void start_upstream(const struct proxy *p, struct conn *c)
 {
@@ -589,7 +595,7 @@ static void start_upstream(const struct proxy *p, struct conn *c)
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)p->target);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_addr = p->target_addr;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 		c->ufd = fd;
 		c->state = ST_OPEN;
@@ -601,7 +607,8 @@ static void start_upstream(const struct proxy *p, struct conn *c)
 		return;
 	}
 fail:
-	fprintf(stderr, PROG ": connect to 127.0.0.1:%u: %s\n", p->target, strerror(errno));
+	fprintf(stderr, PROG ": connect to %s:%u: %s\n", p->target_name, p->target,
+	        strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	close_fd(&c->cfd);
@@ -621,7 +628,7 @@ static void finish_connect(const struct proxy *p, struct conn *c)
 		c->state = ST_OPEN;
 		return;
 	}
-	fprintf(stderr, PROG ": connect to 127.0.0.1:%u: %s\n", p->target, strerror(err));
+	fprintf(stderr, PROG ": connect to %s:%u: %s\n", p->target_name, p->target, strerror(err));
 	close_fd(&c->ufd);
 	close_fd(&c->cfd);
 	c->done = 1;
@@ -1219,6 +1226,7 @@ out:
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	const char *target = NULL, *listen_port = NULL, *val;
+	const char *target_host = "127.0.0.1", *bind_addr = "127.0.0.1";
 	int i, r;
 
 	memset(o, 0, sizeof(*o));
@@ -1229,6 +1237,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 			target = val;
 		else if (r == 0 && (r = tu_match_opt("--listen", argc, argv, &i, &val)) > 0)
 			listen_port = val;
+		else if (r == 0 && (r = tu_match_opt("--target-host", argc, argv, &i, &val)) > 0)
+			target_host = val;
+		else if (r == 0 && (r = tu_match_opt("--bind", argc, argv, &i, &val)) > 0)
+			bind_addr = val;
 		else if (r == 0 && (r = tu_match_opt("--port-file", argc, argv, &i, &val)) > 0)
 			o->port_file = val;
 		else if (r == 0 && (r = tu_match_opt("--control", argc, argv, &i, &val)) > 0)
@@ -1242,6 +1254,13 @@ static int parse_args(int argc, char **argv, struct options *o)
 	}
 	if (tu_parse_port(PROG, target, 0, &o->target) < 0)
 		return -1;
+	if (inet_pton(AF_INET, target_host, &o->target_addr) != 1 ||
+	    inet_pton(AF_INET, bind_addr, &o->bind) != 1) {
+		fprintf(stderr, PROG ": --target-host and --bind take an IPv4 address, not '%s'\n",
+		        inet_pton(AF_INET, target_host, &o->target_addr) != 1 ? target_host
+		                                                              : bind_addr);
+		return -1;
+	}
 	if (listen_port && tu_parse_port(PROG, listen_port, 1, &o->listen) < 0)
 		return -1;
 	return 0;
@@ -1286,6 +1305,8 @@ int main(int argc, char **argv)
 	}
 	p->lfd = p->ctl_fd = p->ctl_wfd = p->log_fd = -1;
 	p->target = opt.target;
+	p->target_addr = opt.target_addr;
+	inet_ntop(AF_INET, &opt.target_addr, p->target_name, sizeof(p->target_name));
 	p->pfd = calloc(2, sizeof(*p->pfd));
 	if (!p->pfd) {
 		fprintf(stderr, PROG ": out of memory\n");
@@ -1293,7 +1314,7 @@ int main(int argc, char **argv)
 	}
 	if (open_control(p, opt.control, &created) < 0)
 		goto out;
-	p->lfd = tu_open_listener(PROG, opt.listen, 128, &port);
+	p->lfd = tu_open_listener_at(PROG, opt.bind, opt.listen, 128, &port);
 	if (p->lfd < 0)
 		goto out;
 	if (tu_publish_port(PROG, opt.port_file, port) < 0)
