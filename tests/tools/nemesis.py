@@ -178,8 +178,9 @@ class Campaign:
         self.lockrun = os.environ["LOCKRUN"]
         self.lockrunctl = os.environ["LOCKRUNCTL"]
         self.admin = os.environ["LR_ADMIN_CONFIG"]
-        # Each host's proxy's control FIFO, in host order (nm-h0 first).
-        self.fifos = os.environ.get("NM_PROXY_FIFOS", "").split()
+        # Each host's proxies' control FIFOs (one per server node, joined
+        # by commas), in host order (nm-h0 first).
+        self.fifos = [x.split(",") for x in os.environ.get("NM_PROXY_FIFOS", "").split()]
         self.server_dir = os.environ.get("LR_DB")
         self.helpers = os.path.join(os.environ["LR_SRC"], "tests/helpers/server.bash")
         self.uts = os.environ.get("NM_UTS", "1") == "1"
@@ -293,8 +294,8 @@ class Campaign:
 
     def proxy(self, command, host=None):
         """A command to host HOST's proxy (an index), or to every host's."""
-        for h, fifo in enumerate(self.fifos):
-            if host is None or h == host:
+        for h, fifos in enumerate(self.fifos):
+            for fifo in fifos if host is None or h == host else []:
                 with open(fifo, "w") as f:
                     f.write(command + "\n")
 
@@ -590,6 +591,8 @@ class Campaign:
             kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "max-ttl", "pause-resource",
                      "force-release", "sweep"]
             weights = [3, 2, 2, 1, 1, 1, 1]
+            if self.fifos:
+                kinds, weights = kinds + list(HOST_FAULTS), weights + [3, 1, 1, 2, 3, 2]
             if self.shim:
                 kinds, weights = kinds + ["freeze-clock"], weights + [1]
             topo = threading.Thread(target=self.topology_loop, daemon=True)
@@ -618,6 +621,7 @@ class Campaign:
             self.ctl("max-ttl", "5m")
         else:
             topo.join(180)
+            self.proxy("reset")
             self.ctl("max-ttl", "8s" if self.topology == "replication" else "5m")
         for res in ("nm-mutex", "nm-sem", "nm-rw"):
             self.ctl("resume", res)
