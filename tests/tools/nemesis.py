@@ -5,31 +5,45 @@
                  [--topology single|replication|galera]
                  (the environment names the programs, configs, proxy and
                  servers: see tests/run-nemesis)
-  nemesis.py child DIR KIND RESOURCE PERMITS SECONDS
-                 what a granted lockrun runs: records enter and leave, and
-                 writes to the fenced store while inside
+  nemesis.py child DIR KIND RESOURCE PERMITS SECONDS RUN [FLAGS]
+                 what a granted lockrun runs: records enter, a heartbeat
+                 every 0.1 s and leave, and writes to the fenced store
+                 while inside; FLAGS: t (ignores SIGTERM), fN (forks N
+                 processes into its group, which beat too)
 
 Client loops, several per simulated host (each lockrun runs in a UTS
 namespace with the host's name and the host's own queue directory), take a
 mutex, a semaphore of capacity 3 (1 or 2 permits), both sides of a
-read-write lock, an --id key and an --id key with --once-per, through an
-lrproxy in front of the server. Meanwhile a nemesis, drawn from the seed,
-injects faults that overlap and heals each after a while: lockrun stopped
-(SIGSTOP) or killed, the command killed, the server paused or restarted,
-connections black-holed, delayed or cut, max-ttl changed, a resource
-paused, a grant force-released, a sweep, and the lockruns' CLOCK_MONOTONIC
+read-write lock, an --id key and an --id key with --once-per, each host
+through its own lrproxy in front of each server (NM_PROXY_FIFOS: the
+proxies' control FIFOs, hosts apart by spaces, a host's nodes by commas),
+with --ttl 3, every --kill-after the start-up check allows, --on-lost kill
+or ignore, commands of up to 12 s (beyond ttl + the sweep grace), some
+ignoring SIGTERM, some forking; each run's lockrun's stderr is kept in
+DIR/err/RUN.err. Meanwhile a nemesis, drawn from the seed, injects faults
+that overlap and heals each after a while: lockrun stopped (SIGSTOP) or
+killed, the command killed, the server paused or restarted, every host's
+connections black-holed, delayed or cut; one host's path partitioned,
+delayed or cut, its answers lost (its statements still reach the server),
+the answer to its next acquire, renewal or release lost, or its next
+renewal held past its timeout; max-ttl changed, a resource paused, a
+grant force-released, a sweep, and the lockruns' CLOCK_MONOTONIC
 stopped for a while as by a suspend (lrclock, when tests/run-nemesis
 names it: their lease timers run on CLOCK_BOOTTIME, which goes on; host
 nm-h1's lockruns also see a wall clock an hour ahead, which they may use
-for nothing but their log lines). On a primary and its replica
-(--topology replication; no proxy there) the nemesis also changes the
+for nothing but their log lines; host nm-h2's lockruns run their clocks
+at LR_CLOCK_RATE 0.992, inside the 1% lockrun(1) allows for, and a few
+runs at 0.9, beyond it). On a primary and its replica
+(--topology replication) the nemesis also changes the
 topology, one step at a time: the replica's applier stopped (it lags) and
 restarted, the replica made writable for a while, a fail-over (the primary
 killed, the replica promoted, caught up or not), the old primary back as
 the new one's replica (the next fail-over is then a fail-back); node 2's
 clock runs behind (tests/run-nemesis sets it). On a 3-node Galera cluster
-(--topology galera; no proxy) it pauses (SIGSTOP), kills and restarts one
-node at a time, so that the cluster keeps its quorum; two hosts list every
+(--topology galera; no proxy: lockrun matches the writer node's own
+address against its configured hosts) it pauses (SIGSTOP), kills and
+restarts one node at a time, so that the cluster keeps its quorum; two
+hosts list every
 node (lockrun's writer node), the third names one node only, so that
 writes also come from a second node and are certified against the
 writer's. The run ends with a quiet period in which every client must get
@@ -37,10 +51,11 @@ its lock.
 
 Everything that happened goes to DIR as JSON lines, for nemesis_check.py,
 which shares no code with this file or with lockrun:
-  records.jsonl  the children's own enter/leave (CLOCK_MONOTONIC and wall
+  records.jsonl  the children's own enter/beat/leave (CLOCK_MONOTONIC and wall
                  time, host, token, grant, lockrun's pid)
   store.jsonl    the fenced store's answers: accept or reject per write
-  ops.jsonl      each lockrun run: client, host, items, start, end, status
+  ops.jsonl      each lockrun run: client, host, items, start, end, status,
+                 its options, clock rate and stderr file
   faults.jsonl   each fault: kind, target, start and end
 The same seed draws the same schedule of operations and faults (what the
 servers and the kernel make of it is not replayed).
