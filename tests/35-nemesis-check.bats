@@ -313,8 +313,13 @@ late() {
 	history "{$r, \"stderr\": {0: \"lockrun: warning: $release_warning\\n\"}}"
 	check
 	assert_success
-	# A lockrun stopped meanwhile is not held to it.
+	# A lockrun stopped meanwhile is not held to it; one under --on-lost
+	# ignore has said that it lost the lock.
 	history "{$r, \"faults\": [(\"stop-lockrun\", 501, 1.5, 4.0)]}"
+	check
+	assert_success
+	history "{$r, \"opx\": {0: {\"on_lost\": \"ignore\"}},
+	          \"stderr\": {0: \"lockrun: lock lost (not renewed); --on-lost=ignore: the command keeps running\\n\"}}"
 	check
 	assert_success
 }

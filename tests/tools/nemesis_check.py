@@ -53,7 +53,8 @@ What it holds the history to:
              status 0, or 'expired' (its release did not reach the server);
   release    a run that exited 0, was neither stopped nor killed, and whose
              grant the log ended 'expired' (its release never reached the
-             server) said so on its stderr ("could not release grant");
+             server) said so on its stderr ("could not release grant", or
+             under --on-lost ignore "lock lost", "lock may be lost");
   once       at most one run that succeeded per --once-per window, counted
              from the commands' own records (the command finished its
              work, was not stopped, and lockrun exited 0), except those
@@ -169,6 +170,11 @@ def main(d):
                 return text in f.read()
         except OSError:
             return False
+
+    def said_lost(op):
+        """--on-lost ignore, and lockrun said the lock was (or may be) lost."""
+        return op.get("on_lost") == "ignore" and (said(op, "lock lost") or
+                                                  said(op, "lock may be lost"))
 
     def beyond_margin(op):
         # lockrun(1): 1% for the rate difference between the clocks.
@@ -330,10 +336,11 @@ def main(d):
                 (g[3] == "exited" and g[4] == "0") or g[3] == "expired"):
             v.add("log", {"grant": run["grant"], "why": f"lockrun exited 0, log says {g[3]} {g[4]}"})
         # Expired, yet lockrun exited 0 as if released: it must have said
-        # that it could not release.
+        # that it could not release (or, under --on-lost ignore, that it
+        # lost the lock).
         if op and op["status"] == 0 and g[3] == "expired" and not frozen_or_killed(
                 run, op["end"]) and not any(run["enter"] <= t <= op["end"] for t in failovers) \
-                and not said(op, "could not release grant"):
+                and not said(op, "could not release grant") and not said_lost(op):
             v.add("release", {"grant": run["grant"], "run": run.get("run"),
                               "why": "expired, lockrun exited 0 without warning"})
     for gid, g in grants.items():
@@ -402,9 +409,7 @@ def main(d):
         if run["kind"] != "once" or not done:
             continue
         # lockrun(1): these leave the window open, and lockrun says so.
-        if said(op, "could not release grant") or (
-                op.get("on_lost") == "ignore" and (said(op, "lock lost") or
-                                                   said(op, "lock may be lost"))):
+        if said(op, "could not release grant") or said_lost(op):
             continue
         wins[run["window"]].append(run["enter"])
     for w, ts in wins.items():
