@@ -410,7 +410,7 @@ class Campaign:
                         key = (r["grant"], r["pid"])
                         if r["ev"] == "enter":
                             inside[key] = r
-                        else:
+                        elif r["ev"] == "leave":
                             inside.pop(key, None)
             except OSError:
                 pass
@@ -599,13 +599,16 @@ class Campaign:
             kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "pause-server",
                      "restart-server", "blackhole", "delay", "cut", "max-ttl", "pause-resource",
                      "force-release", "sweep", *HOST_FAULTS]
-            weights = [3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 2, 3, 2]
+            # A force release often enough (and of long runs more than
+            # others: it picks a run inside now) that a lockrun which took
+            # the server's "not renewed" for renewed would be seen.
+            weights = [3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 3, 1, 1, 2, 3, 2]
             if self.shim:
                 kinds, weights = kinds + ["freeze-clock"], weights + [1]
         else:
             kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "max-ttl", "pause-resource",
                      "force-release", "sweep"]
-            weights = [3, 2, 2, 1, 1, 1, 1]
+            weights = [3, 2, 2, 1, 1, 2, 1]
             if self.fifos:
                 kinds, weights = kinds + list(HOST_FAULTS), weights + [3, 1, 1, 2, 3, 2]
             if self.shim:
