@@ -127,7 +127,8 @@ def child(out, kind, resource, permits, secs, run="", flags=""):
     grant = int(os.environ.get("LOCKRUN_GRANT", "0") or 0)
     base = {"kind": kind, "resource": resource, "permits": int(permits), "token": token,
             "grant": grant, "host": os.uname().nodename, "lockrun": os.getppid(),
-            "pid": os.getpid(), "window": os.environ.get("LOCKRUN_WINDOW"), "run": run}
+            "pid": os.getpid(), "window": os.environ.get("LOCKRUN_WINDOW"), "run": run,
+            "secs": float(secs)}
     rec = os.path.join(out, "records.jsonl")
     stop = []
     if "t" in flags:
@@ -400,7 +401,10 @@ class Campaign:
             rc2, msg2 = self.ctl("resume", res)
             self.log_fault(kind, res, start, status=rc, resumed=rc2)
         elif kind == "force-release":
-            # A grant of a run that is inside right now.
+            # A grant of a run that is inside right now, preferably one
+            # with more than a lease of its work still to do: a lockrun
+            # that took the server's "not renewed" for renewed would let
+            # it run past its lease.
             rec = os.path.join(self.out, "records.jsonl")
             inside = {}
             try:
@@ -417,6 +421,9 @@ class Campaign:
             grants = sorted({k[0] for k in inside if k[0]})
             if not grants:
                 return
+            long = sorted({k[0] for k, r in inside.items()
+                           if k[0] and r["mono"] + r.get("secs", 0) - now() > 4})
+            grants = long or grants
             g = rng.choice(grants)
             rc, msg = self.ctl("release", str(g), "--reason", "nemesis")
             self.log_fault(kind, g, start, status=rc, message=msg[-200:])
