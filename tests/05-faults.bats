@@ -392,3 +392,24 @@ ms_since() {
 	assert_equal "$(sql "SELECT GROUP_CONCAT(CONCAT(end_reason, ':', COALESCE(exit_status, '')) ORDER BY id)
 		FROM lr_grants WHERE idem_key = 'ow'")" "expired:,exited:0"
 }
+
+@test "the proxy's drop-replies loses answers only: the holder's renewals reach the server, its command is stopped all the same" {
+	proxy
+	"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x dreply -- sh -c "$(loop_cmd A)" 3>&- 2>/dev/null &
+	local a=$! since rc=0
+	# Once renewed (its renewal statement is prepared: a PREPARE would
+	# need an answer), from then on its answers are lost.
+	renewed() { [[ $(sql "SELECT renewed_at IS NOT NULL FROM lr_grants") == 1 ]]; }
+	lr_wait_for renewed
+	since=$(sql "SELECT UTC_TIMESTAMP(6)")
+	pctl drop-replies on
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+	run awk '{ print $1, $2 }' "$rec"
+	assert_output "$(printf 'enter A\nleave A')"
+	# A renewal sent after the answers stopped still renewed the lease.
+	assert_equal "$(sql "SELECT renewed_at > '$since' FROM lr_grants")" 1
+	pctl drop-replies off
+	run "$LOCKRUN" -c "$pconf" -w 10 -x dreply -- true
+	assert_success
+}

@@ -2,11 +2,14 @@
  * lrproxy - a TCP proxy between lockrun and MariaDB that the test suite
  * can tell to misbehave.  Test helper only, never installed.
  *
- * Usage: lrproxy --target PORT [--listen PORT] [--port-file FILE]
- *                --control FIFO
+ * Usage: lrproxy --target PORT [--target-host ADDR] [--listen PORT]
+ *                [--bind ADDR] [--port-file FILE] --control FIFO
  *
- * Listens on 127.0.0.1:PORT (0 or absent: an ephemeral port) and relays
- * every client to its own connection to 127.0.0.1:TARGET.  When one side
+ * Listens on ADDR:PORT (--bind, default 127.0.0.1; PORT 0 or absent: an
+ * ephemeral port) and relays every client to its own connection to
+ * TARGET-HOST:TARGET (default 127.0.0.1).  Both are IPv4 addresses, so
+ * that each of several clients can have its own path to each of several
+ * servers on one port (127.1.H.N to 127.0.0.N).  When one side
  * closes, what it sent before is still delivered, then both are closed.
  * The port is reported on stdout and in FILE; FILE appears only once the
  * FIFO is being read, so commands may be sent as soon as it exists.  Runs
@@ -45,10 +48,16 @@
  *                       server connection is closed and "fired hold-query
  *                       PATTERN" is logged.  The trap is shared with
  *                       drop-reply: arming one disarms the other.
+ *   drop-replies on|off on: a one-way loss.  What clients send still
+ *                       reaches the server, but everything the server
+ *                       sends (greetings of new connections included) is
+ *                       read and thrown away; connections stay open.
+ *                       off: replies pass again (those thrown away are
+ *                       lost for good).
  *   kill-all            reset (RST) both sides of every connection
- *   reset               blackhole off, delay 0, drop-reply and hold-query
- *                       disarmed (a query already caught is still served
- *                       as its trap said)
+ *   reset               blackhole off, delay 0, drop-replies off,
+ *                       drop-reply and hold-query disarmed (a query
+ *                       already caught is still served as its trap said)
  *
  * Only the plaintext protocol can be inspected: no TLS, no compression.
  * Each direction buffers at most 1 MiB; while that is full, the sending
@@ -176,8 +185,11 @@ struct conn {
 struct proxy {
 	int lfd, ctl_fd, ctl_wfd, log_fd;
 	unsigned target;
+	struct in_addr target_addr;
+	char target_name[INET_ADDRSTRLEN];
 	int blackhole;
-	int64_t delay; /* µs */
+	int drop_replies; /* the server's bytes are read and thrown away */
+	int64_t delay;    /* µs */
 	int armed;
 	int64_t hold; /* the armed trap is hold-query's, holding this long */
 	char pattern[MAX_PATTERN + 1];
@@ -193,13 +205,14 @@ struct proxy {
 
 struct options {
 	unsigned target, listen;
+	struct in_addr target_addr, bind;
 	const char *port_file, *control;
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " --target PORT [--listen PORT] [--port-file FILE]"
-	           " --control FIFO\n");
+	fprintf(f, "usage: " PROG " --target PORT [--target-host ADDR] [--listen PORT]"
+	           " [--bind ADDR] [--port-file FILE] --control FIFO\n");
 }
 
 static int64_t now_us(void)
@@ -569,7 +582,7 @@ static void upstream_gone(struct conn *c)
 	flow_clear(&c->up);
 }
 
-/* Start a non-blocking connect to 127.0.0.1:target.  Loopback connects
+/* Start a non-blocking connect to the target.  Loopback connects
  * usually complete at once; otherwise ppoll() reports writability. */
 static void start_upstream(const struct proxy *p, struct conn *c)
 {
@@ -582,7 +595,7 @@ static void start_upstream(const struct proxy *p, struct conn *c)
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)p->target);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_addr = p->target_addr;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 		c->ufd = fd;
 		c->state = ST_OPEN;
@@ -594,7 +607,8 @@ static void start_upstream(const struct proxy *p, struct conn *c)
 		return;
 	}
 fail:
-	fprintf(stderr, PROG ": connect to 127.0.0.1:%u: %s\n", p->target, strerror(errno));
+	fprintf(stderr, PROG ": connect to %s:%u: %s\n", p->target_name, p->target,
+	        strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	close_fd(&c->cfd);
@@ -614,7 +628,7 @@ static void finish_connect(const struct proxy *p, struct conn *c)
 		c->state = ST_OPEN;
 		return;
 	}
-	fprintf(stderr, PROG ": connect to 127.0.0.1:%u: %s\n", p->target, strerror(err));
+	fprintf(stderr, PROG ": connect to %s:%u: %s\n", p->target_name, p->target, strerror(err));
 	close_fd(&c->ufd);
 	close_fd(&c->cfd);
 	c->done = 1;
@@ -653,17 +667,18 @@ static void read_client(struct proxy *p, struct conn *c, int64_t now)
 
 /* Read once from the server: into the server->client flow, or into the
  * void while the trap swallows the reply (whose first byte starts the
- * grace period before the client is cut off). */
+ * grace period before the client is cut off) or while drop-replies is
+ * on. */
 static void read_upstream(const struct proxy *p, struct conn *c, int64_t now)
 {
 	struct flow *f = &c->down;
 	ssize_t n;
 
-	if (c->trap == TR_SWALLOW) {
+	if (c->trap == TR_SWALLOW || p->drop_replies) {
 		unsigned char sink[16384];
 
 		n = sock_read(c->ufd, sink, sizeof(sink));
-		if (n > 0 && c->fire_at == 0)
+		if (n > 0 && c->trap == TR_SWALLOW && c->fire_at == 0)
 			c->fire_at = now + DROP_GRACE_US;
 	} else {
 		size_t room = flow_space(f);
@@ -688,9 +703,9 @@ static int want_client_input(const struct conn *c)
 	return c->ufd >= 0 && c->trap != TR_SWALLOW && flow_has_room(&c->up);
 }
 
-static int want_upstream_input(const struct conn *c)
+static int want_upstream_input(const struct proxy *p, const struct conn *c)
 {
-	return c->trap == TR_SWALLOW || (c->cfd >= 0 && flow_has_room(&c->down));
+	return c->trap == TR_SWALLOW || p->drop_replies || (c->cfd >= 0 && flow_has_room(&c->down));
 }
 
 /* Fill the two pollfds of a connection.  In a blackhole nothing is
@@ -713,7 +728,7 @@ static void conn_events(const struct proxy *p, const struct conn *c, int64_t now
 		pc->events |= POLLIN;
 	if (c->cfd >= 0 && flow_due(&c->down, now) > 0)
 		pc->events |= POLLOUT;
-	if (c->ufd >= 0 && want_upstream_input(c))
+	if (c->ufd >= 0 && want_upstream_input(p, c))
 		pu->events |= POLLIN;
 	if (c->ufd >= 0 && flow_due(&c->up, now) > 0)
 		pu->events |= POLLOUT;
@@ -1016,10 +1031,15 @@ static int apply_command(struct proxy *p, const char *cmd, const char *arg)
 		p->pattern_len = len;
 		p->hold = ms;
 		p->armed = 1;
+	} else if (!strcmp(cmd, "drop-replies") && !strcmp(arg, "on")) {
+		p->drop_replies = 1;
+	} else if (!strcmp(cmd, "drop-replies") && !strcmp(arg, "off")) {
+		p->drop_replies = 0;
 	} else if (!strcmp(cmd, "kill-all") && !*arg) {
 		kill_all(p);
 	} else if (!strcmp(cmd, "reset") && !*arg) {
 		p->blackhole = 0;
+		p->drop_replies = 0;
 		p->delay = 0;
 		p->armed = 0;
 	} else {
@@ -1206,6 +1226,7 @@ out:
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	const char *target = NULL, *listen_port = NULL, *val;
+	const char *target_host = "127.0.0.1", *bind_addr = "127.0.0.1";
 	int i, r;
 
 	memset(o, 0, sizeof(*o));
@@ -1216,6 +1237,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 			target = val;
 		else if (r == 0 && (r = tu_match_opt("--listen", argc, argv, &i, &val)) > 0)
 			listen_port = val;
+		else if (r == 0 && (r = tu_match_opt("--target-host", argc, argv, &i, &val)) > 0)
+			target_host = val;
+		else if (r == 0 && (r = tu_match_opt("--bind", argc, argv, &i, &val)) > 0)
+			bind_addr = val;
 		else if (r == 0 && (r = tu_match_opt("--port-file", argc, argv, &i, &val)) > 0)
 			o->port_file = val;
 		else if (r == 0 && (r = tu_match_opt("--control", argc, argv, &i, &val)) > 0)
@@ -1229,6 +1254,13 @@ static int parse_args(int argc, char **argv, struct options *o)
 	}
 	if (tu_parse_port(PROG, target, 0, &o->target) < 0)
 		return -1;
+	if (inet_pton(AF_INET, target_host, &o->target_addr) != 1 ||
+	    inet_pton(AF_INET, bind_addr, &o->bind) != 1) {
+		fprintf(stderr, PROG ": --target-host and --bind take an IPv4 address, not '%s'\n",
+		        inet_pton(AF_INET, target_host, &o->target_addr) != 1 ? target_host
+		                                                              : bind_addr);
+		return -1;
+	}
 	if (listen_port && tu_parse_port(PROG, listen_port, 1, &o->listen) < 0)
 		return -1;
 	return 0;
@@ -1273,6 +1305,8 @@ int main(int argc, char **argv)
 	}
 	p->lfd = p->ctl_fd = p->ctl_wfd = p->log_fd = -1;
 	p->target = opt.target;
+	p->target_addr = opt.target_addr;
+	inet_ntop(AF_INET, &opt.target_addr, p->target_name, sizeof(p->target_name));
 	p->pfd = calloc(2, sizeof(*p->pfd));
 	if (!p->pfd) {
 		fprintf(stderr, PROG ": out of memory\n");
@@ -1280,7 +1314,7 @@ int main(int argc, char **argv)
 	}
 	if (open_control(p, opt.control, &created) < 0)
 		goto out;
-	p->lfd = tu_open_listener(PROG, opt.listen, 128, &port);
+	p->lfd = tu_open_listener_at(PROG, opt.bind, opt.listen, 128, &port);
 	if (p->lfd < 0)
 		goto out;
 	if (tu_publish_port(PROG, opt.port_file, port) < 0)

@@ -5,31 +5,45 @@
                  [--topology single|replication|galera]
                  (the environment names the programs, configs, proxy and
                  servers: see tests/run-nemesis)
-  nemesis.py child DIR KIND RESOURCE PERMITS SECONDS
-                 what a granted lockrun runs: records enter and leave, and
-                 writes to the fenced store while inside
+  nemesis.py child DIR KIND RESOURCE PERMITS SECONDS RUN [FLAGS]
+                 what a granted lockrun runs: records enter, a heartbeat
+                 every 0.1 s and leave, and writes to the fenced store
+                 while inside; FLAGS: t (ignores SIGTERM), fN (forks N
+                 processes into its group, which beat too)
 
 Client loops, several per simulated host (each lockrun runs in a UTS
 namespace with the host's name and the host's own queue directory), take a
 mutex, a semaphore of capacity 3 (1 or 2 permits), both sides of a
-read-write lock, an --id key and an --id key with --once-per, through an
-lrproxy in front of the server. Meanwhile a nemesis, drawn from the seed,
-injects faults that overlap and heals each after a while: lockrun stopped
-(SIGSTOP) or killed, the command killed, the server paused or restarted,
-connections black-holed, delayed or cut, max-ttl changed, a resource
-paused, a grant force-released, a sweep, and the lockruns' CLOCK_MONOTONIC
+read-write lock, an --id key and an --id key with --once-per, each host
+through its own lrproxy in front of each server (NM_PROXY_FIFOS: the
+proxies' control FIFOs, hosts apart by spaces, a host's nodes by commas),
+with --ttl 3, every --kill-after the start-up check allows, --on-lost kill
+or ignore, commands of up to 12 s (beyond ttl + the sweep grace), some
+ignoring SIGTERM, some forking; each run's lockrun's stderr is kept in
+DIR/err/RUN.err. Meanwhile a nemesis, drawn from the seed, injects faults
+that overlap and heals each after a while: lockrun stopped (SIGSTOP) or
+killed, the command killed, the server paused or restarted, every host's
+connections black-holed, delayed or cut; one host's path partitioned,
+delayed or cut, its answers lost (its statements still reach the server),
+the answer to its next acquire, renewal or release lost, or its next
+renewal held past its timeout; max-ttl changed, a resource paused, a
+grant force-released, a sweep, and the lockruns' CLOCK_MONOTONIC
 stopped for a while as by a suspend (lrclock, when tests/run-nemesis
 names it: their lease timers run on CLOCK_BOOTTIME, which goes on; host
 nm-h1's lockruns also see a wall clock an hour ahead, which they may use
-for nothing but their log lines). On a primary and its replica
-(--topology replication; no proxy there) the nemesis also changes the
+for nothing but their log lines; host nm-h2's lockruns run their clocks
+at LR_CLOCK_RATE 0.992, inside the 1% lockrun(1) allows for, and a few
+runs at 0.9, beyond it). On a primary and its replica
+(--topology replication) the nemesis also changes the
 topology, one step at a time: the replica's applier stopped (it lags) and
 restarted, the replica made writable for a while, a fail-over (the primary
 killed, the replica promoted, caught up or not), the old primary back as
 the new one's replica (the next fail-over is then a fail-back); node 2's
 clock runs behind (tests/run-nemesis sets it). On a 3-node Galera cluster
-(--topology galera; no proxy) it pauses (SIGSTOP), kills and restarts one
-node at a time, so that the cluster keeps its quorum; two hosts list every
+(--topology galera; no proxy: lockrun matches the writer node's own
+address against its configured hosts) it pauses (SIGSTOP), kills and
+restarts one node at a time, so that the cluster keeps its quorum; two
+hosts list every
 node (lockrun's writer node), the third names one node only, so that
 writes also come from a second node and are certified against the
 writer's. The run ends with a quiet period in which every client must get
@@ -37,10 +51,11 @@ its lock.
 
 Everything that happened goes to DIR as JSON lines, for nemesis_check.py,
 which shares no code with this file or with lockrun:
-  records.jsonl  the children's own enter/leave (CLOCK_MONOTONIC and wall
+  records.jsonl  the children's own enter/beat/leave (CLOCK_MONOTONIC and wall
                  time, host, token, grant, lockrun's pid)
   store.jsonl    the fenced store's answers: accept or reject per write
-  ops.jsonl      each lockrun run: client, host, items, start, end, status
+  ops.jsonl      each lockrun run: client, host, items, start, end, status,
+                 its options, clock rate and stderr file
   faults.jsonl   each fault: kind, target, start and end
 The same seed draws the same schedule of operations and faults (what the
 servers and the kernel make of it is not replayed).
@@ -57,6 +72,9 @@ import threading
 import time
 
 MONO = time.CLOCK_MONOTONIC
+# Faults on one host's path (its own proxy) while the others go on.
+HOST_FAULTS = ("partition-host", "delay-host", "cut-host", "drop-replies-host", "lose-answer",
+               "hold-renewal")
 
 
 def now():
@@ -79,40 +97,64 @@ def append(path, obj):
 
 def store_write(out, resource, token, grant):
     """The fenced store: remembers the highest token it accepted per
-    resource and rejects a lower one (the storage-side check)."""
+    resource and the grant it came from, and rejects a lower one, or an
+    equal one from another grant (the storage-side check: the token of a
+    mutex, a write lock or an --id key is unique to its grant)."""
     path = os.path.join(out, "store", resource)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        raw = os.pread(fd, 64, 0).decode().strip()
-        high = int(raw) if raw else 0
-        ok = token >= high
+        raw = os.pread(fd, 64, 0).decode().split()
+        high, high_grant = (int(raw[0]), int(raw[1])) if raw else (0, 0)
+        ok = token > high or (token == high and grant == high_grant)
         if ok and token > high:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, str(token).encode(), 0)
+            os.pwrite(fd, f"{token} {grant}".encode(), 0)
         append(os.path.join(out, "store.jsonl"),
                {"resource": resource, "token": token, "grant": grant, "high": high,
-                "accepted": ok, "mono": now(), "wall": time.time()})
+                "high_grant": high_grant, "accepted": ok, "mono": now(), "wall": time.time()})
     finally:
         os.close(fd)
 
 
-def child(out, kind, resource, permits, secs):
+def child(out, kind, resource, permits, secs, run="", flags=""):
+    """The command: records enter, a heartbeat every 0.1 s (wall time and
+    CLOCK_MONOTONIC: when it was still alive) and leave. FLAGS: "t" ignores
+    SIGTERM (only the SIGKILL after --kill-after stops it), "fN" forks N
+    processes into its process group that beat too, until their time is
+    up, a SIGTERM, or their parent is gone."""
     token = int(os.environ.get("LOCKRUN_FENCE", "0") or 0)
     grant = int(os.environ.get("LOCKRUN_GRANT", "0") or 0)
     base = {"kind": kind, "resource": resource, "permits": int(permits), "token": token,
             "grant": grant, "host": os.uname().nodename, "lockrun": os.getppid(),
-            "pid": os.getpid(), "window": os.environ.get("LOCKRUN_WINDOW")}
+            "pid": os.getpid(), "window": os.environ.get("LOCKRUN_WINDOW"), "run": run,
+            "secs": float(secs)}
     rec = os.path.join(out, "records.jsonl")
     stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    if "t" in flags:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     append(rec, dict(base, ev="enter", mono=now(), wall=time.time()))
     exclusive = kind in ("mutex", "write", "key")
     end = now() + float(secs)
+    kids = []
+    for _ in range(int(flags.split("f")[1][:1]) if "f" in flags else 0):
+        pid = os.fork()
+        if pid == 0:
+            parent, me = os.getppid(), dict(base, pid=os.getpid(), role="fork")
+            while not stop and now() < end and os.getppid() == parent:
+                append(rec, dict(me, ev="beat", mono=now(), wall=time.time()))
+                time.sleep(0.1)
+            os._exit(0)
+        kids.append(pid)
     while not stop and now() < end:
         if exclusive:
             store_write(out, resource, token, grant)
+        append(rec, dict(base, ev="beat", mono=now(), wall=time.time()))
         time.sleep(0.1)
+    for pid in kids:
+        os.waitpid(pid, 0)
     append(rec, dict(base, ev="leave", mono=now(), wall=time.time(), stopped=bool(stop)))
     return 143 if stop else 0
 
@@ -152,7 +194,9 @@ class Campaign:
         self.lockrun = os.environ["LOCKRUN"]
         self.lockrunctl = os.environ["LOCKRUNCTL"]
         self.admin = os.environ["LR_ADMIN_CONFIG"]
-        self.fifo = os.environ.get("NM_PROXY_FIFO")
+        # Each host's proxies' control FIFOs (one per server node, joined
+        # by commas), in host order (nm-h0 first).
+        self.fifos = [x.split(",") for x in os.environ.get("NM_PROXY_FIFOS", "").split()]
         self.server_dir = os.environ.get("LR_DB")
         self.helpers = os.path.join(os.environ["LR_SRC"], "tests/helpers/server.bash")
         self.uts = os.environ.get("NM_UTS", "1") == "1"
@@ -162,11 +206,13 @@ class Campaign:
         self.freeze = os.path.join(out, "clock.freeze")
         self.freezing = False
         self.live = {}  # lockrun pid -> Popen, for the nemesis to pick from
+        self.sick_hosts = set()  # hosts under a host fault now
         self.lock = threading.Lock()
         self.t0 = now()
         self.quiet_at = self.t0 + duration
         self.done = threading.Event()
         os.makedirs(os.path.join(out, "store"), exist_ok=True)
+        os.makedirs(os.path.join(out, "err"), exist_ok=True)
 
     def log_fault(self, kind, target, start, end=None, **more):
         append(os.path.join(self.out, "faults.jsonl"),
@@ -179,28 +225,51 @@ class Campaign:
         host = f"nm-h{i % self.nhosts}"
         conf = os.path.join(self.out, f"{host}.conf")
         ops = os.path.join(self.out, "ops.jsonl")
+        n = 0
         while True:
             quiet = now() >= self.quiet_at
             kind, args, resource, permits = pick_item(rng)
+            run, n = f"c{i}-{n}", n + 1
             # Mostly short; some outlive a lease (ttl 3 s), so that a
-            # frozen or cut-off lockrun has a command to stop.
-            secs = round(rng.uniform(0.05, 0.6) if rng.random() < 0.8 else rng.uniform(1, 5), 3)
+            # frozen or cut-off lockrun has a command to stop, and some
+            # ttl + the sweep grace (8 s), so that another host can be
+            # granted the lock while a cut-off holder's command runs.
+            r = rng.random()
+            secs = round(rng.uniform(0.05, 0.6) if r < 0.7 else rng.uniform(1, 5) if r < 0.85
+                         else rng.uniform(6, 12), 3)
             # In the quiet period a grant may wait for a fail-over's
             # quarantine, and on a node whose clock is behind, longer.
             patience = "60" if self.topology == "single" else "240"
-            cmd = [self.lockrun, "-c", conf, "--ttl", "3", "--kill-after", "0.5", "-w",
+            # Every --kill-after the start-up check allows at ttl 3 s
+            # (0.99 * 3 - 0.25 - kill_after >= 2: at most 0.72 s).
+            kill_after = rng.choice(["0.1", "0.3", "0.5", "0.7"])
+            on_lost = "ignore" if rng.random() < 0.1 and not quiet else "kill"
+            # Commands that ignore SIGTERM, and that fork into their
+            # process group.
+            flags = ("t" if rng.random() < 0.2 else "") + (
+                f"f{rng.choice([1, 2])}" if rng.random() < 0.3 else "")
+            # Host nm-h2's lockruns' clocks run slow within the 1% margin
+            # lockrun(1) allows for; a few runs anywhere far beyond it.
+            rate = None
+            if self.shim:
+                rate = 0.9 if rng.random() < 0.04 and not quiet else \
+                    0.992 if host == "nm-h2" else None
+            cmd = [self.lockrun, "-c", conf, "--ttl", "3", "--kill-after", kill_after,
+                   "--on-lost", on_lost, "-w",
                    patience if quiet else str(rng.choice([1, 5, 20])), *args, "--",
                    sys.executable, os.path.abspath(__file__), "child", self.out, kind, resource,
-                   str(permits), str(secs)]
+                   str(permits), str(secs), run, flags]
             if self.shim:
                 # Set by env for lockrun alone: the shim removes them from
                 # its own environment, so a wrapper must not load it.
                 cmd = ["env", f"LD_PRELOAD={self.shim}", f"LR_CLOCK_FREEZE={self.freeze}",
-                       *(["LR_CLOCK_SHIFT=3600"] if host == "nm-h1" else []), *cmd]
+                       *(["LR_CLOCK_SHIFT=3600"] if host == "nm-h1" else []),
+                       *([f"LR_CLOCK_RATE={rate}"] if rate else []), *cmd]
             if self.uts:
                 cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
             start = now()
-            with open(os.path.join(self.out, "lockrun.err"), "ab") as err:
+            errpath = os.path.join(self.out, "err", f"{run}.err")
+            with open(errpath, "wb") as err:
                 p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=err)
             # With unshare, the pid is sh's until it execs lockrun: the same.
@@ -211,7 +280,9 @@ class Campaign:
                 self.live.pop(p.pid, None)
             append(ops, {"client": i, "host": host, "kind": kind, "resource": resource,
                          "permits": permits, "pid": p.pid, "start": start, "end": now(),
-                         "status": rc, "quiet": quiet})
+                         "status": rc, "quiet": quiet, "run": run, "secs": secs,
+                         "kill_after": float(kill_after), "on_lost": on_lost, "flags": flags,
+                         "rate": rate, "stderr": os.path.relpath(errpath, self.out)})
             if quiet:
                 return
             time.sleep(rng.uniform(0, 0.3))
@@ -237,9 +308,12 @@ class Campaign:
                            capture_output=True, text=True, timeout=60)
         return r.returncode, (r.stdout + r.stderr).strip()
 
-    def proxy(self, command):
-        with open(self.fifo, "w") as f:
-            f.write(command + "\n")
+    def proxy(self, command, host=None):
+        """A command to host HOST's proxy (an index), or to every host's."""
+        for h, fifos in enumerate(self.fifos):
+            for fifo in fifos if host is None or h == host else []:
+                with open(fifo, "w") as f:
+                    f.write(command + "\n")
 
     def pick_live(self, rng):
         with self.lock:
@@ -312,6 +386,8 @@ class Campaign:
         elif kind == "cut":
             self.proxy("kill-all")
             self.log_fault(kind, "proxy", start)
+        elif kind in HOST_FAULTS:
+            self.host_fault(rng, kind, start, hold)
         elif kind == "max-ttl":
             # Replication: short, so that a fail-over's quarantine is too.
             v = rng.choice(["5s", "10s", "1m", "5m"] if self.topology != "replication"
@@ -325,7 +401,10 @@ class Campaign:
             rc2, msg2 = self.ctl("resume", res)
             self.log_fault(kind, res, start, status=rc, resumed=rc2)
         elif kind == "force-release":
-            # A grant of a run that is inside right now.
+            # A grant of a run that is inside right now, preferably one
+            # with more than a lease of its work still to do: a lockrun
+            # that took the server's "not renewed" for renewed would let
+            # it run past its lease.
             rec = os.path.join(self.out, "records.jsonl")
             inside = {}
             try:
@@ -335,13 +414,16 @@ class Campaign:
                         key = (r["grant"], r["pid"])
                         if r["ev"] == "enter":
                             inside[key] = r
-                        else:
+                        elif r["ev"] == "leave":
                             inside.pop(key, None)
             except OSError:
                 pass
             grants = sorted({k[0] for k in inside if k[0]})
             if not grants:
                 return
+            long = sorted({k[0] for k, r in inside.items()
+                           if k[0] and r["mono"] + r.get("secs", 0) - now() > 4})
+            grants = long or grants
             g = rng.choice(grants)
             rc, msg = self.ctl("release", str(g), "--reason", "nemesis")
             self.log_fault(kind, g, start, status=rc, message=msg[-200:])
@@ -362,6 +444,54 @@ class Campaign:
             with self.lock:
                 self.freezing = False
             self.log_fault(kind, "lockruns", start)
+
+    def host_fault(self, rng, kind, start, hold):
+        """A fault on one host's path while the others go on: that host
+        cut off (its proxy black-holed), slowed, its connections cut, its
+        answers lost (what it sends still reaches the server), or one
+        answer lost at a chosen moment: the reply to an acquire, a
+        renewal or a release (a hand-off when another run waits), or a
+        renewal held at the proxy past its ttl/6 timeout. One fault at a
+        time per host: the heal of one must not end another."""
+        h = rng.randrange(len(self.fifos))
+        with self.lock:
+            if h in self.sick_hosts:
+                return
+            self.sick_hosts.add(h)
+        target, more = f"nm-h{h}", {}
+        try:
+            if kind == "partition-host":
+                # Up to longer than ttl + the sweep grace: another host
+                # gets the lock while this one's holder is cut off.
+                hold = max(1.0, min(round(rng.uniform(2, 12), 2), self.quiet_at - 2 - now()))
+                self.proxy("blackhole on", h)
+                time.sleep(hold)
+                self.proxy("blackhole off", h)
+            elif kind == "delay-host":
+                more["ms"] = rng.choice([100, 400, 1200])
+                self.proxy(f"delay {more['ms']}", h)
+                time.sleep(hold)
+                self.proxy("delay 0", h)
+            elif kind == "cut-host":
+                self.proxy("kill-all", h)
+            elif kind == "drop-replies-host":
+                self.proxy("drop-replies on", h)
+                time.sleep(hold)
+                self.proxy("drop-replies off", h)
+            elif kind == "lose-answer":
+                more["call"] = rng.choice(["acquire", "renew", "release"])
+                self.proxy(f"drop-reply CALL lockrun_{more['call']}(", h)
+                time.sleep(hold)
+            elif kind == "hold-renewal":
+                # Longer than the renewal's timeout (ttl/6 = 0.5 s), up to
+                # beyond the lease.
+                more["ms"] = rng.choice([700, 1500, 3500])
+                self.proxy(f"hold-query CALL lockrun_renew( {more['ms']}", h)
+                time.sleep(hold)
+        finally:
+            with self.lock:
+                self.sick_hosts.discard(h)
+        self.log_fault(kind, target, start, **more)
 
     def topology_step(self, rng):
         """One change of the primary and its replica, chosen among those
@@ -475,14 +605,19 @@ class Campaign:
         if self.topology == "single":
             kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "pause-server",
                      "restart-server", "blackhole", "delay", "cut", "max-ttl", "pause-resource",
-                     "force-release", "sweep"]
-            weights = [3, 2, 2, 2, 1, 2, 2, 2, 1, 1, 1, 1]
+                     "force-release", "sweep", *HOST_FAULTS]
+            # A force release often enough (and of long runs more than
+            # others: it picks a run inside now) that a lockrun which took
+            # the server's "not renewed" for renewed would be seen.
+            weights = [3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 3, 1, 1, 2, 3, 2]
             if self.shim:
                 kinds, weights = kinds + ["freeze-clock"], weights + [1]
         else:
             kinds = ["stop-lockrun", "kill-lockrun", "kill-child", "max-ttl", "pause-resource",
                      "force-release", "sweep"]
-            weights = [3, 2, 2, 1, 1, 1, 1]
+            weights = [3, 2, 2, 1, 1, 2, 1]
+            if self.fifos:
+                kinds, weights = kinds + list(HOST_FAULTS), weights + [3, 1, 1, 2, 3, 2]
             if self.shim:
                 kinds, weights = kinds + ["freeze-clock"], weights + [1]
             topo = threading.Thread(target=self.topology_loop, daemon=True)
@@ -511,6 +646,7 @@ class Campaign:
             self.ctl("max-ttl", "5m")
         else:
             topo.join(180)
+            self.proxy("reset")
             self.ctl("max-ttl", "8s" if self.topology == "replication" else "5m")
         for res in ("nm-mutex", "nm-sem", "nm-rw"):
             self.ctl("resume", res)
@@ -544,7 +680,7 @@ class Campaign:
 
 def main(argv):
     if len(argv) >= 2 and argv[1] == "child":
-        return child(*argv[2:7])
+        return child(*argv[2:9])
     if len(argv) >= 2 and argv[1] == "run":
         opts = dict(zip(argv[2::2], argv[3::2]))
         Campaign(int(opts["--seed"]), float(opts["--duration"]), opts["--out"],

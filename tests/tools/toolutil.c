@@ -98,6 +98,17 @@ char *tu_with_suffix(const char *path, const char *suffix)
  * ports.  Returns the socket, or -1 after complaining as prog. */
 int tu_open_listener(const char *prog, unsigned port, int backlog, unsigned *bound)
 {
+	struct in_addr lo = {htonl(INADDR_LOOPBACK)};
+
+	return tu_open_listener_at(prog, lo, port, backlog, bound);
+}
+
+/* As tu_open_listener(), on address addr (a loopback address other than
+ * 127.0.0.1: one path of several to the same port). */
+int tu_open_listener_at(const char *prog, struct in_addr addr, unsigned port, int backlog,
+                        unsigned *bound)
+{
+	char name[INET_ADDRSTRLEN];
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
 	int one = 1;
@@ -110,7 +121,7 @@ int tu_open_listener(const char *prog, unsigned port, int backlog, unsigned *bou
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_addr = addr;
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		goto fail;
 	if (listen(fd, backlog) < 0 || tu_set_nonblock(fd) < 0)
@@ -120,7 +131,8 @@ int tu_open_listener(const char *prog, unsigned port, int backlog, unsigned *bou
 	*bound = ntohs(sa.sin_port);
 	return fd;
 fail:
-	fprintf(stderr, "%s: listen on 127.0.0.1:%u: %s\n", prog, port, strerror(errno));
+	fprintf(stderr, "%s: listen on %s:%u: %s\n", prog,
+	        inet_ntop(AF_INET, &addr, name, sizeof(name)) ? name : "?", port, strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	return -1;

@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <netinet/in.h>
 
 /* Set by SIGTERM and SIGINT once tu_install_signals() has run. */
 extern volatile sig_atomic_t tu_stop_requested;
@@ -18,6 +19,8 @@ int tu_set_nonblock(int fd);
 int tu_write_all(int fd, const char *buf, size_t len);
 char *tu_with_suffix(const char *path, const char *suffix);
 int tu_open_listener(const char *prog, unsigned port, int backlog, unsigned *bound);
+int tu_open_listener_at(const char *prog, struct in_addr addr, unsigned port, int backlog,
+                        unsigned *bound);
 int tu_write_port_file(const char *prog, const char *path, unsigned port);
 int tu_publish_port(const char *prog, const char *path, unsigned port);
 int tu_match_opt(const char *name, int argc, char **argv, int *i, const char **val);
