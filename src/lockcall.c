@@ -749,7 +749,10 @@ static const char *end_name(enum lr_end how)
  * CALL lockrun_release: deletes the lease's holds and closes its lock-log
  * entry in one transaction, then rings the doorbell of each freed
  * resource's head waiter. Idempotent: after any error it is simply called
- * again. One round trip.
+ * again. If the grant had been swept or force-released before (a release
+ * resent after its lease ran out, say), the answer says how: then the
+ * call fails with lk->ended_before set and lk->err saying so, as the log
+ * does not hold how the command ended. One round trip.
  */
 enum lr_call lr_call_release(struct lr_request *lk, enum lr_end how, int status)
 {
@@ -770,6 +773,16 @@ enum lr_call lr_call_release(struct lr_request *lk, enum lr_end how, int status)
 	else
 		arg(&sb, NULL);
 	r = call_row(lk, lk->db, &sb, &c, &row);
+	if (r == LR_CALL_OK && get(row, c.ended)) {
+		struct lr_sb why;
+		lr_sb_init(&why);
+		lr_text_show(&why, get(row, c.ended), MESSAGE_COLS);
+		lk->ended_before = true;
+		snprintf(lk->err, sizeof(lk->err), "it had ended before its release: %s",
+		         why.oom ? "swept or released by force" : lr_sb_str(&why));
+		lr_sb_finish(&why);
+		r = LR_CALL_FAIL;
+	}
 	stmt_finish(&sb);
 	return r;
 }

@@ -727,18 +727,23 @@ static int run_locked(struct run *r)
 		/* With --once-per, a success the database was not told of
 		 * does not close the window: say so, as the next attempt in
 		 * it will run. */
-		if (!lr_lock_release(&r->lock, st.signaled ? LR_END_SIGNALED : LR_END_EXITED,
-		                     st.signaled ? st.signo : st.code))
-			lr_log_warn(
-			    "could not release grant %llu (%s); it is free again within "
-			    "%g s%s",
-			    (unsigned long long)r->lock.grant_id, r->lock.err,
-			    r->ttl + LR_SWEEP_GRACE_MS / 1000.0,
-			    r->cli.once_per_ms && !st.signaled && st.code == 0
-			        ? ", and its window stays open: the success was not recorded"
-			        : "");
-		else
+		const char *open_window =
+		    r->cli.once_per_ms && !st.signaled && st.code == 0
+		        ? ", and its window stays open: the success was not recorded"
+		        : "";
+		if (lr_lock_release(&r->lock, st.signaled ? LR_END_SIGNALED : LR_END_EXITED,
+		                    st.signaled ? st.signo : st.code))
 			lr_log_info("released grant %llu", (unsigned long long)r->lock.grant_id);
+		else if (r->lock.ended_before)
+			lr_log_warn(
+			    "could not release grant %llu (%s): the lock log does not record "
+			    "how the command ended%s",
+			    (unsigned long long)r->lock.grant_id, r->lock.err, open_window);
+		else
+			lr_log_warn(
+			    "could not release grant %llu (%s); it is free again within %g s%s",
+			    (unsigned long long)r->lock.grant_id, r->lock.err,
+			    r->ttl + LR_SWEEP_GRACE_MS / 1000.0, open_window);
 	}
 out:
 	lr_prequeue_destroy(pq);

@@ -53,6 +53,7 @@ struct lr_request {
 	bool ever_queued;    /* waiter rows may exist: leave the queue when done */
 	bool at_head;        /* no other request ahead of us on any resource */
 	bool followed;       /* granted with others queued behind: prepare the release */
+	bool ended_before;   /* the grant was swept or force-released before its release */
 	unsigned ahead;      /* places ahead, counted up to 10 (Galera pacing) */
 	char wait_for[64];   /* the wake-up lock of the waiter right ahead, checked */
 	char stale_wait[64]; /* one that already fired: never blocked on again */

@@ -332,3 +332,28 @@ newid() { openssl rand -hex 16; }
 	done
 	assert_equal "$(sql "SELECT (SELECT COUNT(*) FROM lr_grants) + (SELECT COUNT(*) FROM lr_resources)")" 0
 }
+
+@test "a success whose grant was released by force before its release: lockrun says the window stays open, and the next run in it runs" {
+	local gid
+	# ttl 30: no renewal (every 10 s) notices the force release before
+	# the command ends; only the release learns of it.
+	once fr 1d --ttl 30 -- sh -c "echo \"\$LOCKRUN_GRANT\" >'$BATS_TEST_TMPDIR/g';
+		while [ ! -e '$BATS_TEST_TMPDIR/go' ]; do sleep 0.05; done" \
+		3>&- 2>"$BATS_TEST_TMPDIR/err" &
+	pids+=($!)
+	lr_wait_for test -s "$BATS_TEST_TMPDIR/g"
+	gid=$(<"$BATS_TEST_TMPDIR/g")
+	ctl release "$gid" --reason "a test"
+	touch "$BATS_TEST_TMPDIR/go"
+	local rc=0
+	wait "${pids[0]}" || rc=$?
+	pids=()
+	assert_equal "$rc" 0
+	run cat "$BATS_TEST_TMPDIR/err"
+	assert_output "lockrun: warning: could not release grant $gid (it had ended before its release: released by force by root@localhost ($(id -un)@$(hostname)): a test): the lock log does not record how the command ended, and its window stays open: the success was not recorded"
+	# The command's end is kept beside the force release, and the window
+	# is open: the next run in it runs.
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ':', exit_status) FROM lr_grants WHERE id = $gid")" "force_released:0"
+	run -0 once fr 1d -- sh -c "echo ran >'$BATS_TEST_TMPDIR/second'"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/second")" ran
+}

@@ -9,6 +9,28 @@
 
 DELIMITER //
 
+-- lr_end_why: how a lease's grant ended when not by its holder's release,
+-- in words for its holder (who has the lease, and so may know): swept as
+-- expired, or released by force (by whom, from where, and why), or
+-- 'not renewed' while it has not ended yet. NULL when the grant ended by a
+-- release of its own, or there is no such grant. One read by the unique
+-- key; for lockrun_renew's refusal and lockrun_release's answer.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_end_why(
+  IN p_lease CHAR(32) CHARACTER SET ascii, OUT p_why VARCHAR(1000))
+  READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET p_why = NULL;
+  SET p_why = NULL;
+  SELECT CASE WHEN end_reason = 'force_released' THEN
+                CONCAT('released by force by ', COALESCE(released_by, '?'), ' (',
+                       COALESCE(released_os_user, '?'), '@', COALESCE(released_host, '?'), ')',
+                       IF(COALESCE(release_note, '') = '', '', CONCAT(': ', release_note)))
+              WHEN end_reason = 'expired' THEN 'swept: its lease had expired'
+              WHEN end_reason IS NULL THEN 'not renewed: its holds are past their lease'
+              ELSE NULL END
+    INTO p_why FROM lr_grants WHERE request_id = p_lease;
+END//
+
 -- lockrun_renew: extends every hold of the lease by p_ttl_ms from the
 -- server's now, but only holds not yet past the grace (those may have been
 -- swept and their permits granted again), and notes the renewal in the
@@ -60,14 +82,10 @@ BEGIN
   -- A lease not renewed: why, for its holder, who has the lease and so
   -- may know (ended: how, and by whom and why if by force).
   IF v_renewed = 0 THEN
-    SELECT CASE WHEN end_reason = 'force_released' THEN
-                  CONCAT('released by force by ', COALESCE(released_by, '?'), ' (',
-                         COALESCE(released_os_user, '?'), '@', COALESCE(released_host, '?'), ')',
-                         IF(COALESCE(release_note, '') = '', '', CONCAT(': ', release_note)))
-                WHEN end_reason = 'expired' THEN 'swept: its lease had expired'
-                WHEN end_reason IS NULL THEN 'not renewed: its holds are past their lease'
-                ELSE CONCAT('ended: ', end_reason) END
-      INTO v_ended FROM lr_grants WHERE request_id = p_lease;
+    CALL lr_end_why(p_lease, v_ended);
+    IF v_ended IS NULL AND v_gid IS NULL THEN
+      SELECT CONCAT('ended: ', end_reason) INTO v_ended FROM lr_grants WHERE request_id = p_lease;
+    END IF;
   END IF;
   SELECT v_gid AS grant_id, COUNT(*) AS holds, v_renewed AS renewed,
          MIN(expires_at) AS expires_at, v_ended AS ended, 3 AS api
@@ -367,6 +385,7 @@ BEGIN
   DECLARE v_res VARCHAR(80) CHARACTER SET ascii;
   DECLARE v_permits BIGINT UNSIGNED;
   DECLARE v_fast TINYINT DEFAULT 0;
+  DECLARE v_ended VARCHAR(1000);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_gid = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -418,8 +437,15 @@ BEGIN
   IF NOT v_fast THEN
     CALL lr_release(p_lease, p_reason, p_exit_status, p_term_signal, v_galera, v_released, v_woken);
   END IF;
+  -- Whether the lock log holds this release's end (made now, or by an
+  -- earlier call whose answer was lost): if the grant had been swept or
+  -- released by force before, its holder must know that how its command
+  -- ended was not what ended the grant (a --once-per window stays open).
+  IF p_lease IS NOT NULL AND NOT v_fast THEN
+    CALL lr_end_why(p_lease, v_ended);
+  END IF;
   CALL lr_leave(v_sw, v_lwt);
-  SELECT v_released AS released, v_woken AS woken, 3 AS api;
+  SELECT v_released AS released, v_woken AS woken, 3 AS api, v_ended AS ended;
 END//
 
 DELIMITER ;
