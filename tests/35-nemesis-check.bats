@@ -16,7 +16,8 @@ setup() {
 
 # history SPEC: write a made-up campaign directory to $h from SPEC, a
 # Python literal: {"runs": [(kind, resource, permits, token, grant,
-# lockrun pid, enter, leave or None, op status, quiet)], "faults": [...],
+# lockrun pid, enter, leave or None, op status, quiet)], "faults": [(kind,
+# target, start, end[, {more fields}])],
 # "store": [(resource, token, grant, high, accepted, at)], "grants":
 # [(id, end, reason, status[, lease end[, granted at]])], "items":
 # [(grant, resource, fence)], "beats": [(run index, at[, "fork"])]
@@ -58,9 +59,9 @@ history() {
 		            op["stderr"] = f"err/r{i}.err"
 		        o.write(json.dumps(op) + "\n")
 		with open(f"{d}/faults.jsonl", "w") as f:
-		    for kind, target, a, b in spec.get("faults", []):
-		        f.write(json.dumps({"kind": kind, "target": target, "start": a, "end": b,
-		                            "status": 0}) + "\n")
+		    for kind, target, a, b, *more in spec.get("faults", []):
+		        f.write(json.dumps(dict(*more, kind=kind, target=target, start=a, end=b,
+		                                status=0)) + "\n")
 		with open(f"{d}/store.jsonl", "w") as f:
 		    for res, tok, g, high, ok, at in spec.get("store", []):
 		        f.write(json.dumps({"resource": res, "token": tok, "grant": g, "high": high,
@@ -318,6 +319,15 @@ late() {
 	history "{$r, \"faults\": [(\"stop-lockrun\", 501, 1.5, 4.0)]}"
 	check
 	assert_success
+	# A later fail-over to a replica that lagged lost the release with the
+	# old primary; one that had caught up lost nothing.
+	history "{$r, \"faults\": [(\"failover\", \"node 1 -> node 2\", 9.0, 9.5, {\"caught_up\": False})]}"
+	check
+	assert_success
+	history "{$r, \"faults\": [(\"failover\", \"node 1 -> node 2\", 9.0, 9.5, {\"caught_up\": True})]}"
+	check
+	assert_failure 1
+	assert_line --regexp '^    release: 1; first: .*"grant": 1, "run": "r0"'
 	history "{$r, \"opx\": {0: {\"on_lost\": \"ignore\"}},
 	          \"stderr\": {0: \"lockrun: lock lost (not renewed); --on-lost=ignore: the command keeps running\\n\"}}"
 	check

@@ -307,6 +307,8 @@ def main(d):
     # --- the lock log ---------------------------------------------------
     repl = meta.get("topology") == "replication"
     failovers = sorted(f["start"] for f in faults if f["kind"] == "failover")
+    lagging_failovers = [f["start"] for f in faults
+                         if f["kind"] == "failover" and not f.get("caught_up")]
     lost = 0
     for run in runs.values():
         g = grants.get(run["grant"])
@@ -337,9 +339,12 @@ def main(d):
             v.add("log", {"grant": run["grant"], "why": f"lockrun exited 0, log says {g[3]} {g[4]}"})
         # Expired, yet lockrun exited 0 as if released: it must have said
         # that it could not release (or, under --on-lost ignore, that it
-        # lost the lock).
+        # lost the lock). Not after a fail-over to a replica that lagged:
+        # it lost what the old primary committed since it stopped
+        # applying, a release that lockrun had the answer to included.
         if op and op["status"] == 0 and g[3] == "expired" and not frozen_or_killed(
                 run, op["end"]) and not any(run["enter"] <= t <= op["end"] for t in failovers) \
+                and not any(t >= run["enter"] for t in lagging_failovers) \
                 and not said(op, "could not release grant") and not said_lost(op):
             v.add("release", {"grant": run["grant"], "run": run.get("run"),
                               "why": "expired, lockrun exited 0 without warning"})
