@@ -443,6 +443,8 @@ BEGIN
   -- ended was not what ended the grant (a --once-per window stays open).
   IF p_lease IS NOT NULL AND NOT v_fast THEN
     CALL lr_end_why(p_lease, v_ended);
+    -- Under autocommit = 0 that read began a transaction: leave none.
+    COMMIT;
   END IF;
   CALL lr_leave(v_sw, v_lwt);
   SELECT v_released AS released, v_woken AS woken, 3 AS api, v_ended AS ended;
