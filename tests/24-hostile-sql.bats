@@ -122,7 +122,9 @@ wait_rc() {
 }
 
 @test "SET timestamp to tomorrow: the acquire is busy behind a live lockrun holder, and holds and renewals run on the server's clock" {
-	"$LOCKRUN" -x h-ts -- sh -c "$(rec_cmd "$rec" h-ts -- 2)" 3>&- &
+	# The holder holds until the checks are done (a fixed 2 s ran out
+	# before them on a loaded machine).
+	"$LOCKRUN" -x h-ts -- sh -c "$(rec_cmd "$rec" h-ts -- until "$BATS_TEST_TMPDIR/go")" 3>&- &
 	pids+=($!)
 	lr_wait_eq 1 holds h-ts
 	local gid l out
@@ -140,6 +142,7 @@ wait_rc() {
 	assert_equal "$(field outcome "$out")" busy
 	assert_equal "$(sql "SELECT CONCAT(COUNT(*), ' ', MAX(grant_id)) FROM lr_holds WHERE resource = 'h-ts'")" "1 $gid"
 	assert_equal "$(sql "SELECT ended_at IS NULL FROM lr_grants WHERE id = $gid")" 1
+	touch "$BATS_TEST_TMPDIR/go"
 	wait_rc "${pids[0]}"
 	assert_equal "$rc" 0
 	assert_equal "$(rec_max "$rec" h-ts)" 1

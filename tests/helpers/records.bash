@@ -4,14 +4,17 @@
 # "leave NAME WEIGHT" lines under a local file lock, so the tests judge
 # exclusion from what the children saw, not from what lockrun says.
 
-# rec_cmd FILE NAME[:WEIGHT]... [-- SECONDS]: a shell command for lockrun to
-# run that enters, sleeps (default 0.1 s), and leaves.
+# rec_cmd FILE NAME[:WEIGHT]... [-- SECONDS | -- until GOFILE]: a shell
+# command for lockrun to run that enters, sleeps (default 0.1 s) or waits
+# until GOFILE exists (a holder that must outlast the test's checks on a
+# loaded machine), and leaves.
 rec_cmd() {
-	local file=$1 secs=0.1 items=()
+	local file=$1 secs=0.1 items=() pause
 	shift
 	while (($#)); do
 		if [[ $1 == -- ]]; then
 			secs=$2
+			[[ $2 != until ]] || secs="until:$3"
 			break
 		fi
 		items+=("$1")
@@ -22,8 +25,13 @@ rec_cmd() {
 		enter+="echo enter ${it%%:*} $([[ $it == *:* ]] && echo "${it#*:}" || echo 1) \$LOCKRUN_FENCE;"
 		leave+="echo leave ${it%%:*} $([[ $it == *:* ]] && echo "${it#*:}" || echo 1);"
 	done
-	printf 'flock %q sh -c %q >>%q; sleep %s; flock %q sh -c %q >>%q' \
-		"$file.lk" "$enter" "$file" "$secs" "$file.lk" "$leave" "$file"
+	if [[ $secs == until:* ]]; then
+		pause=$(printf 'while [ ! -e %q ]; do sleep 0.02; done' "${secs#until:}")
+	else
+		pause="sleep $secs"
+	fi
+	printf 'flock %q sh -c %q >>%q; %s; flock %q sh -c %q >>%q' \
+		"$file.lk" "$enter" "$file" "$pause" "$file.lk" "$leave" "$file"
 }
 
 # rec_max FILE NAME: the most weight of NAME ever inside at once.
