@@ -113,6 +113,24 @@ clean='"runs": [("mutex", "nm-mutex", 1, 5, 1, 501, 1.0, 2.0, 0, False),
 	assert_success
 }
 
+@test "nemesis_check: a killed command is inside until its last heartbeat, not until its lockrun exits" {
+	# Run 0 was killed (no leave) at about 1.6; its lockrun, cut off,
+	# retried its release until 4.0. Run 1 entered at 2.0.
+	local two='"runs": [("mutex", "nm-mutex", 1, 5, 1, 501, 1.0, None, 76, False),
+	                    ("mutex", "nm-mutex", 1, 6, 2, 502, 2.0, 2.5, 0, False)],
+	           "opx": {0: {"end": 4.0}},
+	           "grants": [(1, "x", "expired", "NULL"), (2, "x", "exited", 0)],
+	           "items": [(1, "nm-mutex", 5), (2, "nm-mutex", 6)]'
+	history "{$two, \"beats\": [(0, 1.3), (0, 1.6)]}"
+	check
+	assert_success
+	# A heartbeat after the other's enter: both inside.
+	history "{$two, \"beats\": [(0, 1.3), (0, 1.6), (0, 2.1)]}"
+	check
+	assert_failure 1
+	assert_line --regexp '^    capacity: 1; first: .*"resource": "nm-mutex"'
+}
+
 @test "nemesis_check: a semaphore over its permits, and a writer beside a reader, are capacity violations" {
 	history '{"runs": [("semaphore", "nm-sem", 2, 1, 1, 501, 1.0, 3.0, 0, False),
 	                   ("semaphore", "nm-sem", 2, 2, 2, 502, 2.0, 4.0, 0, False)],

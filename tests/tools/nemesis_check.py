@@ -93,6 +93,9 @@ def tsv(path):
 SLACK = 0.05
 # Replication: node 2's server clock is this far behind (its server.env).
 REPL_SHIFT = 90.0
+# Every process of a command writes a heartbeat every 0.1 s: one killed
+# (its leave never written) was gone within this long of its last record.
+GONE_AFTER = 0.25
 TOPOLOGY = ("failover", "rejoin", "lag", "catch-up", "writable-replica")
 
 
@@ -187,9 +190,13 @@ def main(d):
     for run in runs.values():
         run["op"] = op_of(run) if run["enter"] is not None else None
         if run["leave"] is None:
-            # Killed (its leave never written): inside until its lockrun
-            # ended, or, if that is unknown, to the end of the history.
-            run["leave"] = run["op"]["end"] if run["op"] else meta.get("ended", 1e18)
+            # Killed (its leave never written): inside until shortly after
+            # the last record (enter or heartbeat) of any of its processes,
+            # not until its lockrun ended, which may be long after (a
+            # lockrun cut off retries its release); capped by that end.
+            end = run["op"]["end"] if run["op"] else meta.get("ended", 1e18)
+            last = max((x["mono"] for x in alive[(run["grant"], run["lockrun"])]), default=None)
+            run["leave"] = end if last is None else min(end, last + GONE_AFTER)
         # Excused from this moment on.
         ex = 1e18
         for f in faults:
