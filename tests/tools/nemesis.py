@@ -292,10 +292,16 @@ class Campaign:
     def sh(self, script, check=False):
         repl = os.path.join(os.path.dirname(self.helpers), "replication.bash")
         galera = os.path.join(os.path.dirname(self.helpers), "galera.bash")
-        return subprocess.run(["bash", "-c", f'source "{self.helpers}"; source "{repl}"; '
-                               f'source "{galera}"; {script}'],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              check=check, timeout=300)
+        cmd = ["bash", "-c", f'source "{self.helpers}"; source "{repl}"; '
+               f'source "{galera}"; {script}']
+        try:
+            return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, check=check, timeout=300)
+        except subprocess.TimeoutExpired:
+            # A step that hangs (a node that never rejoins on a loaded
+            # machine) fails like any other, and the nemesis goes on: an
+            # exception here ended the topology's thread for good.
+            return subprocess.CompletedProcess(cmd, 124, "", "timed out after 300 s")
 
     def ctl(self, *args):
         admin = self.admin
