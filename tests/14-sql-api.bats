@@ -808,3 +808,32 @@ need_pymysql() {
 	assert_equal "$(sql "SELECT checks FROM lr_holds WHERE grant_id = $gid")" 1
 	rel "$l" >/dev/null
 }
+
+@test "release answers ended: NULL for its own end (also when called again), why for a grant swept or released by force before it" {
+	local l out gid
+	l=$(newid)
+	out=$(acq mutex:ended-own "$(newid)" "$l")
+	assert_equal "$(field outcome "$out")" granted
+	out=$(rel "$l")
+	assert_equal "$(field released "$out") $(field ended "$out")" "1 NULL"
+	out=$(rel "$l")
+	assert_equal "$(field released "$out") $(field ended "$out")" "0 NULL"
+	# Released by force while it ran: the release says by whom and why,
+	# and keeps the force release as the grant's end.
+	l=$(newid)
+	out=$(acq mutex:ended-force "$(newid)" "$l")
+	gid=$(field grant_id "$out")
+	ctl release "$gid" --reason "a test"
+	out=$(rel "$l")
+	assert_equal "$(field released "$out")" 0
+	assert_equal "$(field ended "$out")" "released by force by root@localhost ($(id -un)@$(hostname)): a test"
+	assert_equal "$(sql "SELECT CONCAT(end_reason, ':', exit_status) FROM lr_grants WHERE id = $gid")" "force_released:0"
+	# Swept as expired: said so.
+	l=$(newid)
+	out=$(acq mutex:ended-swept "$(newid)" "$l" 1000)
+	gid=$(field grant_id "$out")
+	sql "UPDATE lr_holds SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 10 SECOND WHERE grant_id = $gid"
+	ctl sweep
+	out=$(rel "$l")
+	assert_equal "$(field ended "$out")" "swept: its lease had expired"
+}
