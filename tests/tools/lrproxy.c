@@ -3,13 +3,17 @@
  * can tell to misbehave.  Test helper only, never installed.
  *
  * Usage: lrproxy --target PORT [--target-host ADDR] [--listen PORT]
- *                [--bind ADDR] [--port-file FILE] --control FIFO
+ *                [--bind ADDR] [--netns FILE] [--port-file FILE] --control FIFO
  *
  * Listens on ADDR:PORT (--bind, default 127.0.0.1; PORT 0 or absent: an
  * ephemeral port) and relays every client to its own connection to
  * TARGET-HOST:TARGET (default 127.0.0.1).  Both are IPv4 addresses, so
  * that each of several clients can have its own path to each of several
- * servers on one port (127.1.H.N to 127.0.0.N).  When one side
+ * servers on one port (127.1.H.N to 127.0.0.N).  With --netns FILE (a
+ * network namespace's file, such as /proc/PID/ns/net), the listener is made
+ * inside that namespace and the upstream connections in lrproxy's own: a
+ * client in the namespace reaches the servers by their own addresses and
+ * port (127.0.0.N), through a path of its own.  When one side
  * closes, what it sent before is still delivered, then both are closed.
  * The port is reported on stdout and in FILE; FILE appears only once the
  * FIFO is being read, so commands may be sent as soon as it exists.  Runs
@@ -81,6 +85,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -206,13 +211,13 @@ struct proxy {
 struct options {
 	unsigned target, listen;
 	struct in_addr target_addr, bind;
-	const char *port_file, *control;
+	const char *port_file, *control, *netns;
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " --target PORT [--target-host ADDR] [--listen PORT]"
-	           " [--bind ADDR] [--port-file FILE] --control FIFO\n");
+	           " [--bind ADDR] [--netns FILE] [--port-file FILE] --control FIFO\n");
 }
 
 static int64_t now_us(void)
@@ -1241,6 +1246,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			target_host = val;
 		else if (r == 0 && (r = tu_match_opt("--bind", argc, argv, &i, &val)) > 0)
 			bind_addr = val;
+		else if (r == 0 && (r = tu_match_opt("--netns", argc, argv, &i, &val)) > 0)
+			o->netns = val;
 		else if (r == 0 && (r = tu_match_opt("--port-file", argc, argv, &i, &val)) > 0)
 			o->port_file = val;
 		else if (r == 0 && (r = tu_match_opt("--control", argc, argv, &i, &val)) > 0)
@@ -1264,6 +1271,36 @@ static int parse_args(int argc, char **argv, struct options *o)
 	if (listen_port && tu_parse_port(PROG, listen_port, 1, &o->listen) < 0)
 		return -1;
 	return 0;
+}
+
+/* The listener on bind:port, made inside network namespace NETNS when it
+ * is given (then this process goes back to its own namespace, where the
+ * upstream connections are made).  Returns the socket or -1. */
+static int open_listener(const struct options *o, unsigned *port)
+{
+	int self = -1, ns = -1, fd = -1;
+
+	if (!o->netns)
+		return tu_open_listener_at(PROG, o->bind, o->listen, 128, port);
+	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	ns = open(o->netns, O_RDONLY | O_CLOEXEC);
+	if (self < 0 || ns < 0 || setns(ns, CLONE_NEWNET) < 0) {
+		fprintf(stderr, PROG ": --netns %s: %s\n", o->netns, strerror(errno));
+		goto out;
+	}
+	fd = tu_open_listener_at(PROG, o->bind, o->listen, 128, port);
+	if (setns(self, CLONE_NEWNET) < 0) {
+		fprintf(stderr, PROG ": back from --netns %s: %s\n", o->netns, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+out:
+	if (self >= 0)
+		close(self);
+	if (ns >= 0)
+		close(ns);
+	return fd;
 }
 
 /* Two descriptors per connection: lift the soft limit to the hard one so
@@ -1314,7 +1351,7 @@ int main(int argc, char **argv)
 	}
 	if (open_control(p, opt.control, &created) < 0)
 		goto out;
-	p->lfd = tu_open_listener_at(PROG, opt.bind, opt.listen, 128, &port);
+	p->lfd = open_listener(&opt, &port);
 	if (p->lfd < 0)
 		goto out;
 	if (tu_publish_port(PROG, opt.port_file, port) < 0)

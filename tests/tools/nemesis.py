@@ -40,10 +40,11 @@ restarted, the replica made writable for a while, a fail-over (the primary
 killed, the replica promoted, caught up or not), the old primary back as
 the new one's replica (the next fail-over is then a fail-back); node 2's
 clock runs behind (tests/run-nemesis sets it). On a 3-node Galera cluster
-(--topology galera; no proxy: lockrun matches the writer node's own
-address against its configured hosts) it pauses (SIGSTOP), kills and
-restarts one node at a time, so that the cluster keeps its quorum; two
-hosts list every
+(--topology galera) it pauses (SIGSTOP), kills and restarts one node at
+a time, so that the cluster keeps its quorum; each host's lockruns run in
+a network namespace of the host's own (NM_NETNS: their files, in host
+order), where its proxies listen on the nodes' own addresses and port, as
+lockrun's writer match needs; two hosts list every
 node (lockrun's writer node), the third names one node only, so that
 writes also come from a second node and are certified against the
 writer's. The run ends with a quiet period in which every client must get
@@ -65,6 +66,7 @@ import fcntl
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -197,6 +199,8 @@ class Campaign:
         # Each host's proxies' control FIFOs (one per server node, joined
         # by commas), in host order (nm-h0 first).
         self.fifos = [x.split(",") for x in os.environ.get("NM_PROXY_FIFOS", "").split()]
+        # Each host's network namespace, if the hosts have their own.
+        self.netns = os.environ.get("NM_NETNS", "").split()
         self.server_dir = os.environ.get("LR_DB")
         self.helpers = os.path.join(os.environ["LR_SRC"], "tests/helpers/server.bash")
         self.uts = os.environ.get("NM_UTS", "1") == "1"
@@ -267,12 +271,15 @@ class Campaign:
                        *([f"LR_CLOCK_RATE={rate}"] if rate else []), *cmd]
             if self.uts:
                 cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
+            if self.netns:
+                cmd = ["nsenter", f"--net={self.netns[i % self.nhosts]}", *cmd]
             start = now()
             errpath = os.path.join(self.out, "err", f"{run}.err")
             with open(errpath, "wb") as err:
                 p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=err)
-            # With unshare, the pid is sh's until it execs lockrun: the same.
+            # With nsenter and unshare, the pid is sh's until it execs
+            # lockrun: the same.
             with self.lock:
                 self.live[p.pid] = p
             rc = p.wait()
@@ -320,6 +327,18 @@ class Campaign:
             for fifo in fifos if host is None or h == host else []:
                 with open(fifo, "w") as f:
                     f.write(command + "\n")
+
+    def fired(self, host):
+        """How many drop-reply and hold-query traps host HOST's proxies
+        have fired so far (their control logs say each)."""
+        n = 0
+        for fifo in self.fifos[host]:
+            try:
+                with open(fifo + ".log") as f:
+                    n += sum(ln.startswith("fired ") for ln in f)
+            except OSError:
+                pass
+        return n
 
     def pick_live(self, rng):
         with self.lock:
@@ -486,14 +505,20 @@ class Campaign:
                 self.proxy("drop-replies off", h)
             elif kind == "lose-answer":
                 more["call"] = rng.choice(["acquire", "renew", "release"])
+                fired = self.fired(h)
                 self.proxy(f"drop-reply CALL lockrun_{more['call']}(", h)
                 time.sleep(hold)
+                # Whether a trap fired meanwhile (one armed earlier on
+                # another node's proxy of this host may be the one).
+                more["fired"] = self.fired(h) - fired
             elif kind == "hold-renewal":
                 # Longer than the renewal's timeout (ttl/6 = 0.5 s), up to
                 # beyond the lease.
                 more["ms"] = rng.choice([700, 1500, 3500])
+                fired = self.fired(h)
                 self.proxy(f"hold-query CALL lockrun_renew( {more['ms']}", h)
                 time.sleep(hold)
+                more["fired"] = self.fired(h) - fired
         finally:
             with self.lock:
                 self.sick_hosts.discard(h)
@@ -555,21 +580,38 @@ class Campaign:
             return
         self.log_fault(kind, f"node {o}", start)
 
+    def writer_node(self):
+        """The Galera node lockrun's writer rule picks for a host that
+        lists every node: the first member of wsrep_incoming_addresses
+        (127.0.0.N:port), as a node that answers reports it; None if none
+        answers."""
+        for n in (1, 2, 3):
+            r = self.sh(f'lr_galera_sql "{self.cluster}" {n} '
+                        '"SHOW GLOBAL STATUS LIKE \'wsrep_incoming_addresses\'"')
+            m = re.search(r"127\.0\.0\.(\d+):", r.stdout) if r.returncode == 0 else None
+            if m:
+                return int(m.group(1))
+        return None
+
     def galera_step(self, rng):
         """One node fault on the Galera cluster, healed before the next:
-        frozen (SIGSTOP) for a while; cut off from the other two (Galera's
+        frozen (SIGSTOP) for a while, any node or the writer node; cut off from the other two (Galera's
         gmcast.isolate: its clients still reach it, and it refuses them
         as a non-primary component); killed, left down, and restarted (it
         rejoins by a state transfer); or stopped and started again. One
         node at a time, so two of three always form the primary
         component."""
         n = rng.choice([1, 2, 3])
-        kind = rng.choices(["pause-node", "partition-node", "kill-node", "restart-node"],
-                           [2, 2, 2, 1])[0]
+        kind = rng.choices(["pause-node", "pause-writer", "partition-node", "kill-node",
+                            "restart-node"], [2, 2, 2, 2, 1])[0]
         hold = round(rng.uniform(2, 12), 2)
+        if kind == "pause-writer":
+            # The node every host that lists all nodes writes on: the
+            # first member the cluster reports (a hung host under them).
+            n = self.writer_node() or n
         start = now()
         self.sick = n
-        if kind == "pause-node":
+        if kind in ("pause-node", "pause-writer"):
             self.sh(f'lr_galera_pause "{self.cluster}" {n}')
             time.sleep(hold)
             self.sh(f'lr_galera_resume "{self.cluster}" {n}')

@@ -454,6 +454,10 @@ def main(d):
           f"{f' ({lost} of their grants lost with a failed primary)' if lost else ''}; "
           f"fenced writes: {len(store)}, {refused} refused; leases judged: {judged}")
     print("  faults: " + (", ".join(f"{k} {n}" for k, n in sorted(fk.items())) or "none"))
+    traps = [f for f in faults if "fired" in f]
+    if traps:
+        print(f"  lost answers and held renewals that fired: "
+              f"{sum(1 for f in traps if f['fired'] > 0)} of {len(traps)}")
     if not v.total():
         print("  violations: none")
         return 0
