@@ -216,6 +216,39 @@ for f in json.load(sys.stdin)["checks"]:
 	assert_success
 }
 
+# A server that refuses connections without TLS, as managed services can
+# be set to: the verified connection works, doctor finds nothing wrong; a
+# config without TLS is refused at once, in one line (69). MySQL's answer
+# (3159) names the setting; MariaDB 10.11's is a plain 1045, which lockrun
+# cannot tell from a wrong password. The setting is put back before the
+# assertions, as it is global.
+@test "require_secure_transport = ON: verified TLS by name works; without TLS, refused at once in one line (69)" {
+	lr_admin_sql "$TS" "SET GLOBAL require_secure_transport = ON"
+	conf_with "host=db.lockrun.test" "ssl_ca=$TS/tls/ca.pem" "ssl_verify_server_cert=true"
+	runs
+	local tls_rc=$status tls_out=$output
+	run named "$LOCKRUNCTL" -c "$conf" doctor
+	local doc_rc=$status doc_out=$output
+	conf_with "host=127.0.0.1"
+	local t0=${EPOCHREALTIME/[.,]/}
+	run --separate-stderr "$LOCKRUN" -c "$conf" -s tls37 -- echo inside
+	local ms=$(((${EPOCHREALTIME/[.,]/} - t0) / 1000))
+	lr_admin_sql "$TS" "SET GLOBAL require_secure_transport = OFF"
+	assert_equal "$tls_rc" 0
+	assert_equal "$tls_out" inside
+	assert_equal "$doc_rc" 0
+	[[ $doc_out != *FAIL* ]] || fail "doctor: $doc_out"
+	assert_failure 69
+	assert_equal "$output" ""
+	assert_equal "${#stderr_lines[@]}" 1
+	if lr_server_is_mysql; then
+		assert_regex "$stderr" "^lockrun: cannot connect to 127\.0\.0\.1:$port: .*require_secure_transport.*\(3159\)"
+	else
+		assert_regex "$stderr" "^lockrun: cannot connect to 127\.0\.0\.1:$port: Access denied .*\(1045\)"
+	fi
+	((ms < 5000)) || fail "refused after $ms ms"
+}
+
 @test "the new keys are checked when the file is read: one line naming file:line, exit 78" {
 	local key
 	for key in "ssl_capath=$TS/tls/ca.pem:not a directory" \
