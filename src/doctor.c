@@ -475,62 +475,6 @@ static void check_clock(struct doctor *d)
 	    fabs(off), off >= 0 ? "ahead of" : "behind", (t1 - t0) / 2, d->o->clock_warn_s);
 }
 
-/*
- * The clocks of every configured host against this host's, when there are
- * several (a primary and the replicas lockrun fails over to): a new epoch's
- * tokens start above its server's clock, and a server whose clock is
- * behind the previous writer's waits until it has passed that one's
- * quarantine (doc/production.md, Fail-over to a replica), so the
- * servers' clocks should agree. A connection of its own to each host, the
- * account's; a host that does not answer is said to be unknown. One
- * connect and one query per host.
- */
-static void check_host_clocks(struct doctor *d)
-{
-	const struct lr_db_params *p = d->o->params;
-	struct lr_sb sb;
-	double lo = 0, hi = 0;
-	bool any = false;
-
-	if (!p || !d->o->loop || p->nhosts < 2)
-		return;
-	lr_sb_init(&sb);
-	for (size_t i = 0; i < p->nhosts; i++) {
-		struct lr_db_params one = *p;
-		lr_db *h;
-		MYSQL_ROW row;
-		double t0, t1, off;
-
-		one.hosts = &p->hosts[i];
-		one.nhosts = 1;
-		lr_sb_printf(&sb, "%s%s ", i ? ", " : "", p->hosts[i]);
-		if (!(h = lr_db_create(d->o->loop, &one))) {
-			lr_sb_puts(&sb, "?");
-			continue;
-		}
-		lr_db_allow_any_server(h);
-		t0 = lr_db_connect(h) ? now_s() : 0;
-		if (t0 > 0 && lr_db_query(h, "SELECT UNIX_TIMESTAMP(NOW(6))") &&
-		    (row = lr_db_fetch(h)) && row[0]) {
-			t1 = now_s();
-			off = strtod(row[0], NULL) - (t0 + t1) / 2;
-			lr_sb_printf(&sb, "%+.3f s", off);
-			lo = any && lo < off ? lo : off;
-			hi = any && hi > off ? hi : off;
-			any = true;
-		} else {
-			lr_sb_puts(&sb, "unknown (no answer)");
-		}
-		lr_db_destroy(h);
-	}
-	say(d, "host_clocks", hi - lo > d->o->clock_warn_s ? SEV_WARN : SEV_OK,
-	    "against this host's: %s; %.3f s apart (warned past %g s): after a fail-over a "
-	    "server whose clock is behind the old primary's grants nothing until it has "
-	    "passed that one's quarantine",
-	    sb.oom ? "?" : lr_sb_str(&sb), hi - lo, d->o->clock_warn_s);
-	lr_sb_finish(&sb);
-}
-
 /* Privileges, by the kind of use: one bit each. */
 enum {
 	P_EXECUTE = 1,
@@ -1089,14 +1033,14 @@ static void check_schema(struct doctor *d)
  * MariaDB writes IDENTIFIED VIA plugin, or IDENTIFIED BY PASSWORD for
  * mysql_native_password; MySQL IDENTIFIED WITH 'plugin'. One round trip.
  */
-static void auth_plugin(struct doctor *d, char *buf, size_t len)
+static void auth_plugin(lr_db *db, char *buf, size_t len)
 {
 	MYSQL_ROW row;
 	const char *s, *p;
 	size_t n;
 
 	buf[0] = '\0';
-	if (!lr_db_query(d->db, "SHOW CREATE USER CURRENT_USER()") || !(row = lr_db_fetch(d->db)) ||
+	if (!lr_db_query(db, "SHOW CREATE USER CURRENT_USER()") || !(row = lr_db_fetch(db)) ||
 	    !row[0])
 		return;
 	s = row[0];
@@ -1110,22 +1054,23 @@ static void auth_plugin(struct doctor *d, char *buf, size_t len)
 }
 
 /*
- * How doctor's own connection is made, as lockrun's are: the host, TLS
- * version and cipher, whether and against which name the certificate was
- * verified, and the account's authentication plugin. Warns when a
- * password crosses a network unencrypted: TCP to an address that is not
- * loopback, without TLS. One round trip (auth_plugin).
+ * How connection DB is made, as lockrun's are: the host, TLS version and
+ * cipher, whether and against which name the certificate was verified,
+ * and the account's authentication plugin. Warns when a password crosses
+ * a network unencrypted: TCP to an address that is not loopback, without
+ * TLS. Called for doctor's own connection, or for each configured host's
+ * (check_hosts). One round trip (auth_plugin).
  */
-static void check_link(struct doctor *d)
+static void check_link(struct doctor *d, lr_db *db)
 {
 	const struct lr_db_params *p = d->o->params;
 	struct lr_db_link l;
 	char plugin[64], where[400];
 	bool password;
 
-	if (!lr_db_link(d->db, &l))
+	if (!lr_db_link(db, &l))
 		return;
-	auth_plugin(d, plugin, sizeof(plugin));
+	auth_plugin(db, plugin, sizeof(plugin));
 	password = p && ((p->password && *p->password) || p->option_file);
 	if (l.host && strcmp(l.host, l.address) != 0)
 		snprintf(where, sizeof(where), "%s (%s)", l.host, l.address);
@@ -1156,6 +1101,68 @@ static void check_link(struct doctor *d)
 		        : "not verified (set ssl_verify_server_cert = true): whoever sits in the "
 		          "path may pose as the server",
 		    *plugin ? plugin : "unknown");
+}
+
+/*
+ * Each configured host, when there are several (a primary and the
+ * replicas lockrun fails over to, or a cluster's nodes), on a connection
+ * of its own, the account's: how it is made (check_link: every host must
+ * be reached as securely as the first), and its clock against this
+ * host's: a new epoch's tokens start above its server's clock, and a
+ * server whose clock is behind the previous writer's waits until it has
+ * passed that one's quarantine (doc/production.md, Fail-over to a
+ * replica), so the servers' clocks should agree. A host that does not
+ * answer is said to be unknown. Returns false, having done nothing, with
+ * one host. One connect and two queries per host.
+ */
+static bool check_hosts(struct doctor *d)
+{
+	const struct lr_db_params *p = d->o->params;
+	struct lr_sb sb;
+	double lo = 0, hi = 0;
+	bool any = false;
+
+	if (!p || !d->o->loop || p->nhosts < 2)
+		return false;
+	lr_sb_init(&sb);
+	for (size_t i = 0; i < p->nhosts; i++) {
+		struct lr_db_params one = *p;
+		lr_db *h;
+		MYSQL_ROW row;
+		double t0, t1, off;
+
+		one.hosts = &p->hosts[i];
+		one.nhosts = 1;
+		lr_sb_printf(&sb, "%s%s ", i ? ", " : "", p->hosts[i]);
+		if (!(h = lr_db_create(d->o->loop, &one))) {
+			lr_sb_puts(&sb, "?");
+			continue;
+		}
+		lr_db_allow_any_server(h);
+		t0 = lr_db_connect(h) ? now_s() : 0;
+		if (t0 > 0 && lr_db_query(h, "SELECT UNIX_TIMESTAMP(NOW(6))") &&
+		    (row = lr_db_fetch(h)) && row[0]) {
+			t1 = now_s();
+			off = strtod(row[0], NULL) - (t0 + t1) / 2;
+			lr_sb_printf(&sb, "%+.3f s", off);
+			lo = any && lo < off ? lo : off;
+			hi = any && hi > off ? hi : off;
+			any = true;
+			check_link(d, h);
+		} else {
+			lr_sb_puts(&sb, "unknown (no answer)");
+			say(d, "connection", SEV_WARN, "%s: no answer: %s", p->hosts[i],
+			    lr_db_error(h));
+		}
+		lr_db_destroy(h);
+	}
+	say(d, "host_clocks", hi - lo > d->o->clock_warn_s ? SEV_WARN : SEV_OK,
+	    "against this host's: %s; %.3f s apart (warned past %g s): after a fail-over a "
+	    "server whose clock is behind the old primary's grants nothing until it has "
+	    "passed that one's quarantine",
+	    sb.oom ? "?" : lr_sb_str(&sb), hi - lo, d->o->clock_warn_s);
+	lr_sb_finish(&sb);
+	return true;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -1294,14 +1301,14 @@ bool lr_doctor_run(lr_db *db, const struct lr_doctor_opts *o, FILE *out, unsigne
 	check_general_log(&d);
 	check_time_zone(&d);
 	check_clock(&d);
-	check_host_clocks(&d);
 	check_privileges(&d);
 	check_accounts(&d);
 	check_schema(&d);
 	check_used(&d);
 	check_sweep(&d);
 	check_rtt(&d);
-	check_link(&d);
+	if (!check_hosts(&d))
+		check_link(&d, db);
 	for (size_t i = 0; i < d.n; i++) {
 		*problems += d.f[i].sev == SEV_FAIL;
 		warnings += d.f[i].sev == SEV_WARN;

@@ -31,12 +31,26 @@ static bool local_server(const struct lr_db_params *db)
 	return true;
 }
 
+/* Whether lockrun logs in over TCP without TLS: MariaDB refuses such a
+ * login with a plain 1045 when require_secure_transport is on. */
+static bool tcp_in_clear(const struct lr_db_params *db)
+{
+	if (db->ssl_ca || db->ssl_capath || db->ssl_cert || db->ssl_fingerprint || db->option_file)
+		return false;
+	for (size_t i = 0; i < db->nhosts; i++)
+		if (strcmp(db->hosts[i], "localhost") != 0)
+			return true;
+	return false;
+}
+
 /*
  * The hint for a refused login (1045). The server says only that user and
  * password did not match; what lockrun knows is where each came from.
  * With the server on this host, an anonymous account ''@'localhost' is
  * the other common cause: the server matches it before 'user'@'%', so
- * the right password is refused, and no tool can connect to say so.
+ * the right password is refused, and no tool can connect to say so. And
+ * MariaDB refuses a login without TLS by the same number when it requires
+ * secure transport.
  */
 static void refused(struct lr_sb *sb, const struct lr_config *cfg)
 {
@@ -55,6 +69,10 @@ static void refused(struct lr_sb *sb, const struct lr_config *cfg)
 		             "mariadb-install-db) may shadow '%s'@'%%': an administrator "
 		             "removes it with DROP USER ''@'localhost'",
 		             db->user);
+	if (tcp_in_clear(db))
+		lr_sb_puts(sb, ". A MariaDB server with require_secure_transport = ON refuses a "
+		               "login without TLS the same way: then set ssl_ca and "
+		               "ssl_verify_server_cert = true");
 }
 
 /*

@@ -134,6 +134,16 @@ for f in json.load(sys.stdin)["checks"]:
 	assert_output --regexp '^ok\|127.0.0.1: TCP, not encrypted; plugin [a-z_0-9]+$'
 }
 
+@test "doctor with several hosts: each host's connection on a line of its own, one refused by name" {
+	conf_with "host=db.lockrun.test, other.lockrun.test" "ssl_ca=$TS/tls/ca.pem" \
+		"ssl_verify_server_cert=true"
+	run link "$conf"
+	assert_line --index 0 --regexp '^ok\|db.lockrun.test \(127.0.0.1\): TLSv1.[23], [A-Z0-9_-]+; certificate verified against db.lockrun.test; plugin [a-z_0-9]+$'
+	assert_line --index 1 --partial "warning|other.lockrun.test: no answer: "
+	assert_line --index 1 --partial "the server's certificate does not name other.lockrun.test; it names DNS:db.lockrun.test"
+	assert [ "${#lines[@]}" -eq 2 ]
+}
+
 @test "a reconnect verifies the name again" {
 	conf_with "host=db.lockrun.test" "ssl_ca=$TS/tls/ca.pem" "ssl_verify_server_cert=true"
 	# The run's connections are killed while its command runs: lockrun
@@ -220,8 +230,8 @@ for f in json.load(sys.stdin)["checks"]:
 # be set to: the verified connection works, doctor finds nothing wrong; a
 # config without TLS is refused at once, in one line (69). MySQL's answer
 # (3159) names the setting; MariaDB 10.11's is a plain 1045, which lockrun
-# cannot tell from a wrong password. The setting is put back before the
-# assertions, as it is global.
+# cannot tell from a wrong password: its hint names the setting too. The
+# setting is put back before the assertions, as it is global.
 @test "require_secure_transport = ON: verified TLS by name works; without TLS, refused at once in one line (69)" {
 	lr_admin_sql "$TS" "SET GLOBAL require_secure_transport = ON"
 	conf_with "host=db.lockrun.test" "ssl_ca=$TS/tls/ca.pem" "ssl_verify_server_cert=true"
@@ -244,7 +254,7 @@ for f in json.load(sys.stdin)["checks"]:
 	if lr_server_is_mysql; then
 		assert_regex "$stderr" "^lockrun: cannot connect to 127\.0\.0\.1:$port: .*require_secure_transport.*\(3159\)"
 	else
-		assert_regex "$stderr" "^lockrun: cannot connect to 127\.0\.0\.1:$port: Access denied .*\(1045\)"
+		assert_regex "$stderr" "^lockrun: cannot connect to 127\.0\.0\.1:$port: Access denied .*\(1045\).*require_secure_transport = ON refuses a login without TLS the same way: then set ssl_ca and ssl_verify_server_cert = true$"
 	fi
 	((ms < 5000)) || fail "refused after $ms ms"
 }

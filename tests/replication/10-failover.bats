@@ -224,12 +224,15 @@ now() { date +%s.%N; }
 	assert_output --regexp "semi-sync ON \(1"
 }
 
-@test "doctor through several hosts reads each one's clock, and says which did not answer" {
+@test "doctor through several hosts reads each one's clock and connection, and says which did not answer" {
 	run "$LOCKRUNCTL" -c "$LR_REPL/both.conf" --json doctor
 	assert_output --regexp '"check":"host_clocks","status":"ok","detail":"against this host.s: 127\.0\.0\.11 [-+]0\.0[0-9]{2} s, 127\.0\.0\.12 [-+]0\.0[0-9]{2} s; 0\.0[0-9]{2} s apart'
 	lr_server_stop "$(repl_node 2)"
 	run "$LOCKRUNCTL" -c "$LR_REPL/both.conf" --json doctor
 	assert_output --regexp '"check":"host_clocks","status":"ok","detail":"against this host.s: 127\.0\.0\.11 [-+]0\.0[0-9]{2} s, 127\.0\.0\.12 unknown \(no answer\)'
+	# And how each host is reached, on a line of its own.
+	assert_output --regexp '"check":"connection","status":"ok","detail":"127\.0\.0\.11: TCP, not encrypted; plugin '
+	assert_output --regexp '"check":"connection","status":"warning","detail":"127\.0\.0\.12: no answer: '
 }
 
 # token NAME: the token NAME's job started with.
