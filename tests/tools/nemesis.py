@@ -41,7 +41,9 @@ killed, the replica promoted, caught up or not), the old primary back as
 the new one's replica (the next fail-over is then a fail-back); node 2's
 clock runs behind (tests/run-nemesis sets it). On a 3-node Galera cluster
 (--topology galera) it pauses (SIGSTOP), kills and restarts one node at
-a time, so that the cluster keeps its quorum; each host's lockruns run in
+a time, so that the cluster keeps its quorum, freezes the writer node
+(the one every host that lists all nodes writes on) and makes it the
+donor of another node's full state transfer; each host's lockruns run in
 a network namespace of the host's own (NM_NETNS: their files, in host
 order), where its proxies listen on the nodes' own addresses and port, as
 lockrun's writer match needs; two hosts list every
@@ -595,7 +597,9 @@ class Campaign:
 
     def galera_step(self, rng):
         """One node fault on the Galera cluster, healed before the next:
-        frozen (SIGSTOP) for a while, any node or the writer node; cut off from the other two (Galera's
+        frozen (SIGSTOP) for a while, any node or the writer node;
+        another node rejoined by a full state transfer from the writer
+        node (its donor); cut off from the other two (Galera's
         gmcast.isolate: its clients still reach it, and it refuses them
         as a non-primary component); killed, left down, and restarted (it
         rejoins by a state transfer); or stopped and started again. One
@@ -603,15 +607,28 @@ class Campaign:
         component."""
         n = rng.choice([1, 2, 3])
         kind = rng.choices(["pause-node", "pause-writer", "partition-node", "kill-node",
-                            "restart-node"], [2, 2, 2, 2, 1])[0]
+                            "restart-node", "donor-writer"], [2, 2, 2, 2, 1, 1])[0]
         hold = round(rng.uniform(2, 12), 2)
-        if kind == "pause-writer":
+        more = {}
+        if kind in ("pause-writer", "donor-writer"):
             # The node every host that lists all nodes writes on: the
             # first member the cluster reports (a hung host under them).
-            n = self.writer_node() or n
+            w = self.writer_node() or n
+            n = w if kind == "pause-writer" else rng.choice([m for m in (1, 2, 3) if m != w])
+            more = {} if kind == "pause-writer" else {"donor": w}
         start = now()
         self.sick = n
-        if kind in ("pause-node", "pause-writer"):
+        if kind == "donor-writer":
+            # Node n rejoins by a full state transfer (its state file
+            # gone) from the writer node: an rsync donor blocks writes
+            # for the whole copy.
+            node = f'"$(lr_galera_node "{self.cluster}" {n})"'
+            self.sh(f'lr_server_stop {node}; rm -f {node}/data/grastate.dat')
+            r = self.sh(f'_lr_galera_env "{self.cluster}"; (lr_close_fds; '
+                        f'lr_galera_node_start "{self.cluster}" {n} '
+                        f'--wsrep-sst-donor=node{more["donor"]}) >/dev/null')
+            more["status"] = r.returncode
+        elif kind in ("pause-node", "pause-writer"):
             self.sh(f'lr_galera_pause "{self.cluster}" {n}')
             time.sleep(hold)
             self.sh(f'lr_galera_resume "{self.cluster}" {n}')
@@ -628,8 +645,6 @@ class Campaign:
         if kind in ("kill-node", "restart-node"):
             r = self.sh(f'lr_galera_restart "{self.cluster}" {n} >/dev/null')
             more = {"status": r.returncode}
-        else:
-            more = {}
         # Back in the cluster (Synced) before the next node's fault.
         r = self.sh(f'lr_galera_wait_cluster "{self.cluster}" 3 120 1 2 3')
         self.sick = None
