@@ -113,19 +113,10 @@ gr_uuid() {
 	cat "$f"
 }
 
-# gr_uuid_node UUID: the member whose server_uuid UUID is.
-gr_uuid_node() {
-	local n
-	for ((n = 1; n <= LR_GROUP_MEMBERS; n++)); do
-		[[ $(gr_uuid "$n" 2>/dev/null) == "$1" ]] && echo "$n" && return 0
-	done
-	return 1
-}
-
 # gr_view N: the group as member N sees it, one line per member as
 # performance_schema.replication_group_members lists it (no ORDER BY):
-# "MEMBER N ROLE STATE", e.g. "2 SECONDARY ONLINE". A member that is in no
-# group lists itself alone, OFFLINE, with an empty role.
+# "N ROLE STATE", e.g. "2 SECONDARY ONLINE". A member that is in no group
+# lists itself alone, OFFLINE, with an empty role (shown as "-").
 gr_view() {
 	gr_sql "$1" "SELECT MEMBER_HOST, IF(MEMBER_ROLE = '', '-', MEMBER_ROLE), MEMBER_STATE
 		FROM performance_schema.replication_group_members" 2>/dev/null |
