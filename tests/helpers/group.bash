@@ -492,11 +492,14 @@ gr_start() {
 	for ((n = 1; n <= LR_GROUP_MEMBERS; n++)); do
 		mkdir -p "$(gr_node "$n")" && cp -a "$pristine/data" "$(gr_node "$n")/data" || return 1
 		_lr_in_root chown mysql: "$(gr_node "$n")" || return 1
+	done
+	# Member 1 first, alone; the others start while it is provisioned.
+	# Three starts at once took 30 s on two loaded cores, one alone 7 s.
+	_gr_node_start 1 || return 1
+	for ((n = 2; n <= LR_GROUP_MEMBERS; n++)); do
 		_gr_node_start "$n" 3>&- &
 		pids+=($!)
 	done
-	for i in "${pids[@]}"; do wait "$i" || rc=1; done
-	((rc == 0)) || return 1
 
 	# Database, accounts and lockrun's schema on member 1, a plain server
 	# still.
@@ -521,7 +524,9 @@ gr_start() {
 		gr_ctl 1 init >/dev/null || return 1
 	fi
 
-	gr_bootstrap 1 || return 1
+	gr_bootstrap 1 || rc=1
+	for i in "${pids[@]}"; do wait "$i" || rc=1; done
+	((rc == 0)) || return 1
 	for ((n = 2; n <= LR_GROUP_MEMBERS; n++)); do
 		gr_join "$n" || return 1
 	done
