@@ -10,8 +10,13 @@
 # watches are not disturbed.
 
 load helpers/common
+load helpers/proxy
 
 bats_require_minimum_version 1.5.0
+
+teardown() {
+	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
+}
 
 setup_file() {
 	/usr/bin/python3 -c 'import pymysql' || {
@@ -147,4 +152,27 @@ d = json.load(open(sys.argv[1]))
 print("texts with values", sum("\x27" in t for t in d["texts"]))
 print("lease seen", any(sys.argv[2] in t for t in d["texts"]))' "$spy" "$lease"
 	assert_line --regexp '^texts with values [1-9]'
+}
+
+# The round trips a run waits out, counted by lrproxy: the commands sent
+# after an answer, the login and the goodbye left out.
+turns() {
+	local n
+	n=$(grep -c '^turns ' "$fifo.log" || true)
+	echo turns >"$fifo"
+	lr_wait_eq "$((n + 1))" grep -c '^turns ' "$fifo.log" >/dev/null
+	grep '^turns ' "$fifo.log" | tail -n 1 | cut -d' ' -f2
+}
+
+@test "an uncontended run waits out one round trip per CALL, and one for MariaDB's session settings" {
+	local want=3
+	# MySQL shows the parameters anyway: its CALLs go as text, and its
+	# session needs nothing set. MariaDB's needs its SET before the first
+	# prepare, which goes with its execute.
+	lr_server_is_mysql && want=2
+	proxy
+	turns >/dev/null
+	run "$LOCKRUN" -c "$pconf" -x spy-rt -- true
+	assert_success
+	assert_equal "$(turns)" "$want"
 }
