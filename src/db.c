@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1401,15 +1402,17 @@ static void on_direct_done(uv_async_t *a)
  * as drive() does: signals, timers and child exits are served, and the
  * deadline or the cancel flag shuts the socket down, which makes the
  * thread's wait end at once. The connection is not touched here until the
- * thread is done. Costs one round trip, a thread start and, after it, a
- * fcntl (the connector leaves the socket blocking).
+ * thread is done. Costs one round trip, a thread start (two sigprocmasks
+ * around it) and, after it, a fcntl (the connector leaves the socket
+ * blocking).
  */
 static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, unsigned timeout_ms)
 {
 	struct direct d = {.st = st, .sql = sql, .ret = 1};
 	int fd = (int)mysql_get_socket(db->m), fl;
+	sigset_t all, old;
 	pthread_t t;
-	bool ok = false;
+	bool ok = false, started;
 
 	if (!(d.wake = malloc(sizeof(*d.wake))) ||
 	    uv_async_init(db->loop, d.wake, on_direct_done)) {
@@ -1420,7 +1423,13 @@ static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, unsigned time
 	atomic_init(&d.done, false);
 	unwatch(db);
 	db->expired = db->aborting = false;
-	if (pthread_create(&t, NULL, direct_main, &d) != 0) {
+	/* Signals stay with this thread, whose loop serves them: the new
+	 * one starts with all of them blocked. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	started = pthread_create(&t, NULL, direct_main, &d) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!started) {
 		set_error(db, CR_OUT_OF_MEMORY, "%s: could not start a thread", db->server);
 		goto out;
 	}
