@@ -1299,24 +1299,19 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
  * slow log is on cannot be known without asking, and the connector cannot
  * send the statement ahead of the prepare without waiting for its answer.
  * MySQL shows every parameter in the process list anyway (lr_db_call
- * sends its CALLs as text there), its max_execution_time limits only
- * SELECTs (lockwait's GET_LOCK carries a hint against it), and whether
- * autocommit is on comes with the login's answer: it costs nothing there
- * unless an init_connect turned autocommit off.
+ * sends its CALLs as text there), and its max_execution_time limits only
+ * SELECTs (lockwait's GET_LOCK carries a hint against it): nothing is sent
+ * there, and call_text turns autocommit on when an answer says it is off.
  */
 static bool quiet_session(lr_db *db)
 {
-	if (db->quiet)
+	if (db->quiet || lr_db_is_mysql(db))
 		return true;
-	if (lr_db_is_mysql(db) ? !(db->m->server_status & SERVER_STATUS_AUTOCOMMIT) &&
-	                             !lr_db_query(db, "SET SESSION autocommit = 1")
-	                       : !lr_db_query(db, mysql_get_server_version(db->m) >= 101100
-	                                              ? "SET SESSION log_slow_query = 0, SESSION "
-	                                                "autocommit = 1, SESSION "
-	                                                "max_statement_time = 0"
-	                                              : "SET SESSION sql_log_slow = 0, SESSION "
-	                                                "autocommit = 1, SESSION "
-	                                                "max_statement_time = 0"))
+	if (!lr_db_query(db, mysql_get_server_version(db->m) >= 101100
+	                         ? "SET SESSION log_slow_query = 0, SESSION autocommit = 1, "
+	                           "SESSION max_statement_time = 0"
+	                         : "SET SESSION sql_log_slow = 0, SESSION autocommit = 1, "
+	                           "SESSION max_statement_time = 0"))
 		return false;
 	db->quiet = true;
 	return true;
@@ -1567,6 +1562,18 @@ static bool call_text(lr_db *db, const char *sql, const char *const *params, uns
 	}
 	ok = query(db, lr_sb_str(&sb), sql);
 	lr_sb_finish(&sb);
+	/* The answer's status says whether autocommit is on: off only where
+	 * an init_connect (or the global default) turned it off, and then it
+	 * is turned on once, keeping the answer. One round trip then. */
+	if (ok && db->m && !(db->m->server_status & SERVER_STATUS_AUTOCOMMIT)) {
+		MYSQL_RES *answer = db->res;
+		db->res = NULL;
+		ok = lr_db_query(db, "SET SESSION autocommit = 1");
+		free_result(db);
+		db->res = answer;
+		if (!ok)
+			free_result(db);
+	}
 	return ok;
 }
 
