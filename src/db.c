@@ -1297,7 +1297,11 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
  * max_statement_time, which cuts off every statement, a CALL that waits
  * for a wake-up among them. One round trip, on MariaDB only: whether the
  * slow log is on cannot be known without asking, and the connector cannot
- * send the statement ahead of the prepare without waiting for its answer.
+ * send the statement ahead of the prepare without waiting for its answer
+ * (MYSQL_INIT_COMMAND too waits, after the login's). Neither does the
+ * prepared statement carry it: SET STATEMENT ... FOR applies at the
+ * execute, after the prepare decided, and inside BEGIN NOT ATOMIC the
+ * process list shows the inner statement with the values in.
  * MySQL shows every parameter in the process list anyway (lr_db_call
  * sends its CALLs as text there), and its max_execution_time limits only
  * SELECTs (lockwait's GET_LOCK carries a hint against it): nothing is sent
