@@ -2,6 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -527,11 +530,6 @@ static int cont_next(lr_db *db, int st)
 static int cont_close(lr_db *db, int st)
 {
 	return mysql_close_cont(db->m, st);
-}
-
-static int cont_prepare(lr_db *db, int st)
-{
-	return mysql_stmt_prepare_cont(&db->ret_int, db->cur, st);
 }
 
 static int cont_execute(lr_db *db, int st)
@@ -1182,10 +1180,10 @@ static void failed(lr_db *db)
 /*
  * Sends one statement and, if it returns rows, stores them all (so the next
  * statement can go at once). For a CALL the first result set is the answer
- * and the rest of the reply is read too (drain). One round trip plus the
- * result transfer.
+ * and the rest of the reply is read too (drain). The debug log shows shown
+ * instead of sql. One round trip plus the result transfer.
  */
-bool lr_db_query(lr_db *db, const char *sql)
+static bool query(lr_db *db, const char *sql, const char *shown)
 {
 	unsigned timeout_ms = db->op_timeout_ms ? db->op_timeout_ms : db->p->read_timeout * 1000;
 	int st;
@@ -1195,7 +1193,7 @@ bool lr_db_query(lr_db *db, const char *sql)
 		set_error(db, LR_DB_ENOTCONN, "not connected");
 		return false;
 	}
-	lr_log_debug("%s: %s", db->server, sql);
+	lr_log_debug("%s: %s", db->server, shown);
 	db->expired = db->aborting = false;
 	st = mysql_real_query_start(&db->ret_int, db->m, sql, strlen(sql));
 	if (st)
@@ -1219,6 +1217,11 @@ fail:
 	take_error(db, "query", timeout_ms);
 	failed(db);
 	return false;
+}
+
+bool lr_db_query(lr_db *db, const char *sql)
+{
+	return query(db, sql, sql);
 }
 
 bool lr_db_queryf(lr_db *db, const char *fmt, ...)
@@ -1281,70 +1284,172 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
 
 /*
  * Keeps this connection's statements out of the slow query log, once per
- * connection. A prepared statement's parameters never travel in its text,
- * but the server writes them into it (and so into what SHOW PROCESSLIST
- * shows every session of the same account) whenever the statement may be
- * logged: always with the general log on, and with the slow log on for the
- * session. The variable is log_slow_query from MariaDB 10.11, sql_log_slow
- * before. The same statement makes the session independent of two global
- * settings a managed server may have: autocommit (an init_connect may
- * turn it off; the routines commit what they write either way, but a
- * statement of lockrun's own would begin a transaction that stays open)
- * and a statement time limit (MariaDB's max_statement_time cuts off
- * every statement, a CALL that waits for a wake-up among them; MySQL's
- * max_execution_time, a SELECT such as GET_LOCK's wait). One round trip.
+ * connection, before its first prepare. A prepared statement's parameters
+ * never travel in its text, but MariaDB writes them into it (and so into
+ * what SHOW PROCESSLIST shows every session of the same account) when the
+ * statement may be logged, and decides that when it prepares it: always
+ * with the general log on, and with the slow log on for the session. The
+ * variable is log_slow_query from MariaDB 10.11, sql_log_slow before. The
+ * same statement makes the session independent of two global settings a
+ * managed server may have: autocommit (an init_connect may turn it off;
+ * the routines commit what they write either way, but a statement of
+ * lockrun's own would begin a transaction that stays open) and MariaDB's
+ * max_statement_time, which cuts off every statement, a CALL that waits
+ * for a wake-up among them. One round trip, on MariaDB only: whether the
+ * slow log is on cannot be known without asking, and the connector cannot
+ * send the statement ahead of the prepare without waiting for its answer
+ * (MYSQL_INIT_COMMAND too waits, after the login's). Neither does the
+ * prepared statement carry it: SET STATEMENT ... FOR applies at the
+ * execute, after the prepare decided, and inside BEGIN NOT ATOMIC the
+ * process list shows the inner statement with the values in.
+ * MySQL shows every parameter in the process list anyway (lr_db_call
+ * sends its CALLs as text there), and its max_execution_time limits only
+ * SELECTs (lockwait's GET_LOCK carries a hint against it): nothing is sent
+ * there, and call_text turns autocommit on when an answer says it is off.
  */
-#define SESSION_TAIL(t) ", SESSION autocommit = 1, SESSION max_" #t "_time = 0"
 static bool quiet_session(lr_db *db)
 {
-	if (db->quiet)
+	if (db->quiet || lr_db_is_mysql(db))
 		return true;
-	if (!lr_db_query(db, lr_db_is_mysql(db)
-	                         ? "SET SESSION long_query_time = 31536000" SESSION_TAIL(execution)
-	                     : mysql_get_server_version(db->m) >= 101100
-	                         ? "SET SESSION log_slow_query = 0" SESSION_TAIL(statement)
-	                         : "SET SESSION sql_log_slow = 0" SESSION_TAIL(statement)))
+	if (!lr_db_query(db, mysql_get_server_version(db->m) >= 101100
+	                         ? "SET SESSION log_slow_query = 0, SESSION autocommit = 1, "
+	                           "SESSION max_statement_time = 0"
+	                         : "SET SESSION sql_log_slow = 0, SESSION autocommit = 1, "
+	                           "SESSION max_statement_time = 0"))
 		return false;
 	db->quiet = true;
 	return true;
 }
 
-/* The prepared statement of sql on this connection, prepared on first
- * use (one round trip), or NULL with the error set. */
-static MYSQL_STMT *prepared(lr_db *db, const char *sql, unsigned timeout_ms)
+/* The statement of sql that this connection prepared before, or NULL. */
+static MYSQL_STMT *kept_stmt(lr_db *db, const char *sql)
 {
-	struct stmt_slot *free_slot = NULL;
-	MYSQL_STMT *st;
-	int status;
-
-	for (size_t i = 0; i < LR_DB_STMTS; i++) {
+	for (size_t i = 0; i < LR_DB_STMTS; i++)
 		if (db->stmts[i].st && strcmp(db->stmts[i].sql, sql) == 0)
 			return db->stmts[i].st;
-		if (!db->stmts[i].st && !free_slot)
-			free_slot = &db->stmts[i];
-	}
-	if (!free_slot) { /* full: the oldest goes */
+	return NULL;
+}
+
+/* A new statement handle for sql, kept in a free slot (the oldest one's
+ * when all are taken: it is closed, which sends a message and waits for
+ * no answer), or NULL with the error set. Not prepared yet. */
+static MYSQL_STMT *new_stmt(lr_db *db, const char *sql)
+{
+	struct stmt_slot *slot = NULL;
+	MYSQL_STMT *st;
+
+	for (size_t i = 0; i < LR_DB_STMTS && !slot; i++)
+		if (!db->stmts[i].st)
+			slot = &db->stmts[i];
+	if (!slot) {
 		mysql_stmt_close(db->stmts[0].st);
 		memmove(&db->stmts[0], &db->stmts[1], sizeof(db->stmts[0]) * (LR_DB_STMTS - 1));
-		free_slot = &db->stmts[LR_DB_STMTS - 1];
-		*free_slot = (struct stmt_slot){0};
+		slot = &db->stmts[LR_DB_STMTS - 1];
 	}
+	*slot = (struct stmt_slot){0};
 	if (!(st = mysql_stmt_init(db->m))) {
 		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
 		return NULL;
 	}
-	db->cur = st;
-	status = mysql_stmt_prepare_start(&db->ret_int, st, sql, strlen(sql));
-	if (status)
-		drive(db, status, cont_prepare, timeout_ms);
-	if (db->ret_int != 0 || db->aborting) {
-		take_stmt_error(db, st, "prepare", timeout_ms);
-		mysql_stmt_close(st);
-		return NULL;
-	}
-	free_slot->sql = sql;
-	free_slot->st = st;
+	slot->sql = sql;
+	slot->st = st;
 	return st;
+}
+
+/* Forgets the statement of sql (after its first run failed: whether the
+ * server kept it is not known), closing its handle. */
+static void drop_stmt(lr_db *db, MYSQL_STMT *st)
+{
+	for (size_t i = 0; i < LR_DB_STMTS; i++)
+		if (db->stmts[i].st == st) {
+			mysql_stmt_close(st);
+			db->stmts[i] = (struct stmt_slot){0};
+		}
+	db->cur = NULL;
+}
+
+/* What the thread of run_direct hands back. */
+struct direct {
+	MYSQL_STMT *st;
+	const char *sql;
+	int ret;
+	atomic_bool done;
+	uv_async_t *wake;
+};
+
+static void *direct_main(void *arg)
+{
+	struct direct *d = arg;
+
+	d->ret = mariadb_stmt_execute_direct(d->st, d->sql, strlen(d->sql));
+	atomic_store(&d->done, true);
+	uv_async_send(d->wake);
+	return NULL;
+}
+
+static void on_direct_done(uv_async_t *a)
+{
+	uv_stop(a->loop);
+}
+
+/*
+ * Prepares sql on st and runs it with the bound parameters in one round
+ * trip: MariaDB (10.2 and later) takes the prepare and an execute that
+ * names "the statement just prepared" in one send, and answers both
+ * (mariadb_stmt_execute_direct). The connector has no non-blocking form
+ * of it, so it runs on a thread of its own while this one runs the loop,
+ * as drive() does: signals, timers and child exits are served, and the
+ * deadline or the cancel flag shuts the socket down, which makes the
+ * thread's wait end at once. The connection is not touched here until the
+ * thread is done. Costs one round trip, a thread start (two sigprocmasks
+ * around it) and, after it, a fcntl (the connector leaves the socket
+ * blocking).
+ */
+static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, unsigned timeout_ms)
+{
+	struct direct d = {.st = st, .sql = sql, .ret = 1};
+	int fd = (int)mysql_get_socket(db->m), fl;
+	sigset_t all, old;
+	pthread_t t;
+	bool ok = false, started;
+
+	if (!(d.wake = malloc(sizeof(*d.wake))) ||
+	    uv_async_init(db->loop, d.wake, on_direct_done)) {
+		free(d.wake);
+		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
+		return false;
+	}
+	atomic_init(&d.done, false);
+	unwatch(db);
+	db->expired = db->aborting = false;
+	/* Signals stay with this thread, whose loop serves them: the new
+	 * one starts with all of them blocked. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	started = pthread_create(&t, NULL, direct_main, &d) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!started) {
+		set_error(db, CR_OUT_OF_MEMORY, "%s: could not start a thread", db->server);
+		goto out;
+	}
+	uv_timer_start(db->deadline, on_deadline, timeout_ms, 0);
+	while (!atomic_load(&d.done)) {
+		if (!db->aborting && (db->expired || (db->cancel && *db->cancel))) {
+			db->aborting = true;
+			shut_socket(db);
+		}
+		uv_run(db->loop, UV_RUN_ONCE);
+	}
+	uv_timer_stop(db->deadline);
+	pthread_join(t, NULL);
+	if (fd >= 0 && (fl = fcntl(fd, F_GETFL)) >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	ok = d.ret == 0 && !db->aborting;
+	if (!ok)
+		take_stmt_error(db, st, "call", timeout_ms);
+out:
+	uv_close((uv_handle_t *)d.wake, free_handle);
+	return ok;
 }
 
 /* Copies the stored result set of st into db->rows, every value as a
@@ -1435,22 +1540,66 @@ out:
 }
 
 /*
+ * On MySQL, runs sql with each '?' replaced by its parameter as a quoted
+ * literal, over the text protocol: MySQL writes the parameters of a
+ * prepared statement into the text that its process list shows anyway,
+ * so preparing would hide nothing and cost a round trip per statement and
+ * connection. The debug log shows sql with its '?'. One round trip.
+ */
+static bool call_text(lr_db *db, const char *sql, const char *const *params, unsigned nparams)
+{
+	struct lr_sb sb;
+	unsigned i = 0;
+	bool ok;
+
+	lr_sb_init(&sb);
+	for (const char *c = sql; *c; c++) {
+		if (*c == '?' && i < nparams)
+			lr_db_sb_quote(db, &sb, params[i++]);
+		else
+			lr_sb_add(&sb, c, 1);
+	}
+	if (sb.oom) {
+		lr_sb_finish(&sb);
+		set_error(db, CR_OUT_OF_MEMORY, "out of memory");
+		return false;
+	}
+	ok = query(db, lr_sb_str(&sb), sql);
+	lr_sb_finish(&sb);
+	/* The answer's status says whether autocommit is on: off only where
+	 * an init_connect (or the global default) turned it off, and then it
+	 * is turned on once, keeping the answer. One round trip then. */
+	if (ok && db->m && !(db->m->server_status & SERVER_STATUS_AUTOCOMMIT)) {
+		MYSQL_RES *answer = db->res;
+		db->res = NULL;
+		ok = lr_db_query(db, "SET SESSION autocommit = 1");
+		free_result(db);
+		db->res = answer;
+		if (!ok)
+			free_result(db);
+	}
+	return ok;
+}
+
+/*
  * Runs sql, a statement with a '?' for each of params (strings; NULL is
  * SQL NULL), as a prepared statement: the values travel apart from the
  * text, so other sessions of the same account, which can read every
  * statement's text in the process list, see only the '?' (quiet_session
  * says when the server would write them in). The first result set is the
  * answer (lr_db_fetch, lr_db_column), the rest of the reply is read and
- * dropped, as lr_db_query does. Costs one round trip plus the result,
- * and one more the first time a connection runs sql (the prepare) and
- * once per connection (quiet_session).
+ * dropped, as lr_db_query does. Costs one round trip plus the result: the
+ * first time a connection runs sql, the prepare goes in the same send
+ * (run_direct); once per connection, quiet_session's. On MySQL, as text
+ * (call_text).
  */
 bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned nparams)
 {
 	unsigned timeout_ms = db->op_timeout_ms ? db->op_timeout_ms : db->p->read_timeout * 1000;
 	MYSQL_BIND b[LR_DB_PARAMS];
-	unsigned long len[LR_DB_PARAMS];
+	unsigned long len[LR_DB_PARAMS], n = nparams;
 	MYSQL_STMT *st = NULL;
+	bool fresh = false;
 	int status;
 
 	free_result(db);
@@ -1464,10 +1613,17 @@ bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned 
 	}
 	if (!quiet_session(db))
 		return false;
+	if (lr_db_is_mysql(db))
+		return call_text(db, sql, params, nparams);
 	lr_log_debug("%s: %s", db->server, sql);
 	db->expired = db->aborting = false;
-	if (!(st = prepared(db, sql, timeout_ms)))
-		goto fail;
+	if (!(st = kept_stmt(db, sql))) {
+		if (!(st = new_stmt(db, sql)))
+			goto fail;
+		fresh = true;
+		/* Bound before the prepare, which would have said how many. */
+		mysql_stmt_attr_set(st, STMT_ATTR_PREBIND_PARAMS, &n);
+	}
 	memset(b, 0, sizeof(b));
 	for (unsigned i = 0; i < nparams; i++) {
 		if (!params[i]) {
@@ -1485,11 +1641,16 @@ bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned 
 		take_stmt_error(db, st, "call", timeout_ms);
 		goto fail;
 	}
-	status = mysql_stmt_execute_start(&db->ret_int, st);
-	if (status)
-		drive(db, status, cont_execute, timeout_ms);
-	if (db->ret_int != 0 || db->aborting)
-		goto stmt_fail;
+	if (fresh) {
+		if (!run_direct(db, st, sql, timeout_ms))
+			goto fail;
+	} else {
+		status = mysql_stmt_execute_start(&db->ret_int, st);
+		if (status)
+			drive(db, status, cont_execute, timeout_ms);
+		if (db->ret_int != 0 || db->aborting)
+			goto stmt_fail;
+	}
 	/* Each result set: the first kept, the others stored and dropped;
 	 * the last part of a CALL's reply is its status, without fields. */
 	for (bool first = true;; first = false) {
@@ -1520,6 +1681,9 @@ stmt_fail:
 	take_stmt_error(db, st, "call", timeout_ms);
 fail:
 	failed(db);
+	/* A statement whose first run failed is prepared again next time. */
+	if (fresh && st && db->m)
+		drop_stmt(db, st);
 	return false;
 }
 

@@ -106,8 +106,13 @@ static void chain(struct lr_request *lk, unsigned ms)
 		ms -= ms % 1000;
 	}
 	lr_sb_init(&sb);
-	lr_sb_printf(&sb, "SELECT GET_LOCK('%s', %u.%03u), RELEASE_LOCK('%s')", lk->wait_for,
-	             ms / 1000, ms % 1000, lk->wait_for);
+	/* MySQL's max_execution_time (a managed server's, say) would cut the
+	 * wait short: the hint sets this statement's own limit past it. */
+	lr_sb_puts(&sb, "SELECT ");
+	if (lr_db_is_mysql(lk->db))
+		lr_sb_printf(&sb, "/*+ MAX_EXECUTION_TIME(%u) */ ", ms + 5000);
+	lr_sb_printf(&sb, "GET_LOCK('%s', %u.%03u), RELEASE_LOCK('%s')", lk->wait_for, ms / 1000,
+	             ms % 1000, lk->wait_for);
 	lr_db_set_op_timeout(lk->db, ms + 5000);
 	if (!sb.oom && lr_db_query(lk->db, lr_sb_str(&sb)) && (row = lr_db_fetch(lk->db)) &&
 	    row[0] && strcmp(row[0], "1") == 0)

@@ -354,10 +354,12 @@ static void supervise(struct run *r)
 				            (unsigned long long)r->lock.grant_id);
 			} else if (gone) {
 				lease_lost(r, r->lock.err, true);
-			} else if (!r->stop || !r->holding) {
+			} else if (r->holding ? !r->stop : !lr_sup_done(r->sup)) {
 				/* Try again soon on a fresh connection, not a whole
 				 * interval later: the lease is running out. (A stop
-				 * during --min-hold abandons the renewal: no retry.) */
+				 * during --min-hold abandons the renewal, and so does
+				 * the command's end without it: the release follows,
+				 * no retry, nothing to warn of.) */
 				lr_log_warn("cannot renew the lease: %s", r->lock.err);
 				uv_timer_start(r->beat, on_beat, 200 + (unsigned)(t0 % 300),
 				               interval);

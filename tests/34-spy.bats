@@ -10,8 +10,13 @@
 # watches are not disturbed.
 
 load helpers/common
+load helpers/proxy
 
 bats_require_minimum_version 1.5.0
+
+teardown() {
+	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
+}
 
 setup_file() {
 	/usr/bin/python3 -c 'import pymysql' || {
@@ -87,18 +92,29 @@ print(",".join("\x27%s\x27" % i for i in json.load(open(sys.argv[1]))["ids"]) or
 		skip "MySQL shows the parameters in the process list in any case (the last test here)"
 	fi
 	sql "SET GLOBAL log_slow_query = 1, GLOBAL long_query_time = 0"
-	/usr/bin/python3 "$LR_SRC/tests/tools/spy.py" "$LOCKRUN_CONFIG" 4 >"$spy" 3>&- &
+	/usr/bin/python3 "$LR_SRC/tests/tools/spy.py" "$LOCKRUN_CONFIG" 5 >"$spy" 3>&- &
 	local spy_pid=$!
 	sleep 0.5
-	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-slow -- sleep 2
+	# A waiter behind a holder: its wait is a statement in flight long
+	# enough for the spy to read it, whatever the sampling's luck.
+	"$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-slow -- sleep 2 3>&- &
+	local holder=$!
+	lr_wait_eq 1 holds spy-slow
+	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -w 10 -x spy-slow -- true
+	wait "$holder" || fail "the holder exited $?"
 	sql "SET GLOBAL log_slow_query = 0, GLOBAL long_query_time = 10"
 	assert_success
 	wait "$spy_pid"
 	run /usr/bin/python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-print("seen", d["seen"] > 0, "ids", d["ids"], "acted", d["acted"])' "$spy"
-	assert_output "seen True ids [] acted []"
+print("seen", d["seen"] > 0, "acted", d["acted"])
+print(",".join("\x27%s\x27" % i for i in d["ids"]) or "NULL")' "$spy"
+	assert_line "seen True acted []"
+	# The only 32-hex strings it may read are the public wake-up lock
+	# names: no request id, no lease.
+	assert_equal "$(sql "SELECT COUNT(*) FROM lr_grants WHERE request_id IN (${lines[1]})
+		OR queued_as IN (${lines[1]})")" 0
 }
 
 @test "with the general log on, the log holds the runs' leases, and doctor warns of it" {
@@ -147,4 +163,27 @@ d = json.load(open(sys.argv[1]))
 print("texts with values", sum("\x27" in t for t in d["texts"]))
 print("lease seen", any(sys.argv[2] in t for t in d["texts"]))' "$spy" "$lease"
 	assert_line --regexp '^texts with values [1-9]'
+}
+
+# The round trips a run waits out, counted by lrproxy: the commands sent
+# after an answer, the login and the goodbye left out.
+turns() {
+	local n
+	n=$(grep -c '^turns ' "$fifo.log" || true)
+	echo turns >"$fifo"
+	lr_wait_eq "$((n + 1))" grep -c '^turns ' "$fifo.log" >/dev/null
+	grep '^turns ' "$fifo.log" | tail -n 1 | cut -d' ' -f2
+}
+
+@test "an uncontended run waits out one round trip per CALL, and one for MariaDB's session settings" {
+	local want=3
+	# MySQL shows the parameters anyway: its CALLs go as text, and its
+	# session needs nothing set. MariaDB's needs its SET before the first
+	# prepare, which goes with its execute.
+	lr_server_is_mysql && want=2
+	proxy
+	turns >/dev/null
+	run "$LOCKRUN" -c "$pconf" -x spy-rt -- true
+	assert_success
+	assert_equal "$(turns)" "$want"
 }

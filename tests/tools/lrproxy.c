@@ -36,7 +36,8 @@
  *   drop-reply PATTERN  one shot: the next COM_QUERY whose SQL text starts
  *                       with PATTERN (ASCII, case-insensitive), or the
  *                       next COM_STMT_EXECUTE of a statement prepared on
- *                       its connection from such a text, is passed
+ *                       its connection from such a text (before, or in
+ *                       the same send: MariaDB's direct execution), is passed
  *                       to the server, its reply is swallowed, and 50 ms
  *                       after the reply started arriving the client gets a
  *                       RST and the server connection is closed.  Logs
@@ -59,6 +60,12 @@
  *                       off: replies pass again (those thrown away are
  *                       lost for good).
  *   kill-all            reset (RST) both sides of every connection
+ *   turns               logs "turns N": how many commands clients sent,
+ *                       since the last turns, after having been answered
+ *                       on their connection: the round trips they waited
+ *                       out, the login's not counted, nor a command sent
+ *                       with the one before it (one round trip), nor the
+ *                       goodbye (COM_QUIT, which waits for no answer)
  *   reset               blackhole off, delay 0, drop-replies off,
  *                       drop-reply and hold-query disarmed (a query
  *                       already caught is still served as its trap said)
@@ -106,6 +113,7 @@
 #define CTL_LINE      512
 #define MAX_PATTERN   256
 #define MAX_PAYLOAD   0xffffffu
+#define COM_QUIT      0x01
 #define COM_QUERY     0x03
 #define COM_PREPARE   0x16 /* COM_STMT_PREPARE */
 #define COM_EXECUTE   0x17 /* COM_STMT_EXECUTE */
@@ -185,6 +193,7 @@ struct conn {
 	size_t ans_len;
 	struct stmt stmts[MAX_STMTS];
 	size_t nstmts;
+	int heard; /* the server sent something since the client's last command */
 };
 
 struct proxy {
@@ -203,6 +212,7 @@ struct proxy {
 	size_t line_len;
 	int line_skip; /* discarding an overlong command up to its newline */
 	int64_t accept_after;
+	uint64_t turns; /* commands sent after an answer (the turns command) */
 	struct conn **conns;
 	size_t nconns, cap;
 	struct pollfd *pfd; /* listener, FIFO, then client and upstream per conn */
@@ -444,6 +454,9 @@ static void sniff_query(struct proxy *p, struct conn *c, const unsigned char *b,
 
 	if (ps->seen == 0) {
 		ps->cmd = b[0];
+		if (c->heard && ps->cmd != COM_QUIT)
+			p->turns++;
+		c->heard = 0;
 		if (ps->cmd != COM_PREPARE &&
 		    (!p->armed || (ps->cmd != COM_QUERY && ps->cmd != COM_EXECUTE))) {
 			ps->sniffing = 0;
@@ -466,8 +479,11 @@ static void sniff_query(struct proxy *p, struct conn *c, const unsigned char *b,
 	ps->sniffing = 0;
 	if (ps->cmd == COM_EXECUTE) {
 		const unsigned char *u = (const unsigned char *)ps->sql;
-		st = find_stmt(c, (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
-		                      (uint32_t)u[3] << 24);
+		uint32_t id = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
+		              (uint32_t)u[3] << 24;
+		/* MariaDB's id 0xffffffff: the statement prepared just before,
+		 * sent with it, whose id the answer has not told yet. */
+		st = id == UINT32_MAX ? &c->prep : find_stmt(c, id);
 		if (!st || !matches(p, st->sql, st->sql_len))
 			return;
 	} else if (!matches(p, ps->sql, ps->sql_len)) {
@@ -695,6 +711,7 @@ static void read_upstream(const struct proxy *p, struct conn *c, int64_t now)
 		}
 		n = sock_read(c->ufd, f->buf + f->len, room);
 		if (n > 0) {
+			c->heard = 1;
 			parse_answer(c, f->buf + f->len, (size_t)n);
 			flow_add(f, (size_t)n, now + p->delay, now);
 		}
@@ -1040,6 +1057,11 @@ static int apply_command(struct proxy *p, const char *cmd, const char *arg)
 		p->drop_replies = 1;
 	} else if (!strcmp(cmd, "drop-replies") && !strcmp(arg, "off")) {
 		p->drop_replies = 0;
+	} else if (!strcmp(cmd, "turns") && !*arg) {
+		char n[24];
+		snprintf(n, sizeof(n), "%llu", (unsigned long long)p->turns);
+		log_event(p, "turns", n);
+		p->turns = 0;
 	} else if (!strcmp(cmd, "kill-all") && !*arg) {
 		kill_all(p);
 	} else if (!strcmp(cmd, "reset") && !*arg) {
