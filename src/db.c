@@ -50,14 +50,15 @@ int ma_pvio_register_callback(my_bool register_callback,
 #define MIN_MARIADB 100600UL
 #define MIN_MYSQL   80400UL
 
-/* Galera, with the writer chosen (follow_writer): a move to the writer
- * gives it this long to greet us; a statement's answer is awaited at
- * most this long unless its caller set a bound of its own (a frozen or
- * blocked writer costs this, not read_timeout); a node passed over stays
+/* Galera, with the writer chosen (follow_writer): a move to the writer,
+ * or a reconnect to one that let a statement run out of time, gives it
+ * this long to greet us; a statement's answer is awaited at most this
+ * long unless its caller set a bound of its own (a frozen or blocked
+ * writer costs this and a reconnect, not read_timeout); a node passed over stays
  * so at least this long, so that a node that is back is taken again
  * once, not on and off; the writer is asked again at most this often
  * (lr_db_follow). */
-#define GALERA_PROBE_MS  2000
+#define GALERA_PROBE_MS  3000
 #define GALERA_ANSWER_MS 3000
 #define GALERA_PASS_MS   5000
 #define GALERA_FOLLOW_MS 2000
@@ -109,6 +110,8 @@ struct lr_db {
 	bool following;       /* connecting to the Galera writer (follow_writer) */
 	uint64_t checked_ms;  /* when follow_writer last asked (monotonic ms) */
 	uint64_t *passed;     /* per configured host, until when it is no writer (ms) */
+	size_t suspect;       /* 1 + the writer that let a statement run out of time, or 0 */
+	bool probing;         /* this connect is a probe of a Galera writer (GALERA_PROBE_MS) */
 	bool sibling;         /* starts at its parent's host and asks no writer */
 	char **host_ips;      /* per configured host, its addresses joined by spaces, or NULL */
 	const char *tls_name; /* the configured name the certificate must carry, while connecting */
@@ -806,7 +809,7 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 
 	/* A move to the Galera writer is a probe: a node that does not
 	 * greet us within it (frozen, overloaded) is passed over. */
-	if (db->following && timeout_ms > GALERA_PROBE_MS)
+	if (db->probing && timeout_ms > GALERA_PROBE_MS)
 		timeout_ms = GALERA_PROBE_MS;
 
 	snprintf(db->server, sizeof(db->server), "%s", label);
@@ -1071,13 +1074,23 @@ static void pass_over(lr_db *db, size_t h, const char *why)
 	             GALERA_PASS_MS / 1000, why);
 }
 
-/* After a statement got no answer in time (failed): a Galera node chosen
- * as writer is passed over, and the reconnect starts at the next host,
- * so a frozen writer costs one bound, not one per client per try. */
+/* After a statement got no answer in time (failed), on a Galera node
+ * chosen as writer: the reconnect tries it again, as a probe (a node that
+ * is only slow greets us, answers, and stays the writer: clients do not
+ * split over one slow statement); a second time in a row, or a probe
+ * that fails (lr_db_connect), passes it over, and the reconnect starts
+ * at the next host. A frozen writer costs a statement's bound and a
+ * probe, not read_timeout per client per try. */
 static void writer_silent(lr_db *db)
 {
 	if (db->galera != 1 || !writer_choice(db))
 		return;
+	if (db->suspect != db->cur_host + 1) {
+		db->suspect = db->cur_host + 1;
+		db->first_host = db->cur_host;
+		return;
+	}
+	db->suspect = 0;
 	pass_over(db, db->cur_host, "no answer in time");
 	db->first_host = (db->cur_host + 1) % db->p->nhosts;
 }
@@ -1115,6 +1128,8 @@ static bool ask_view(lr_db *db, struct view *v)
 	                     "'WSREP_READY', 'WSREP_INCOMING_ADDRESSES')"))
 		return false;
 	db->checked_ms = mono_ms();
+	if (db->suspect == db->cur_host + 1) /* it answers after all */
+		db->suspect = 0;
 	while ((row = lr_db_fetch(db))) {
 		if (!row[0] || !row[1])
 			continue;
@@ -1208,6 +1223,35 @@ static void follow_writer(lr_db *db)
 }
 
 /*
+ * What this configuration makes of the Galera cluster it is connected to,
+ * for lockrunctl doctor: the members the node reports, the first of them
+ * (the writer while it is Synced), the configured host that is that
+ * member, and the one lockrun writes on (the first member the
+ * configuration names). False if the node did not answer. One query, and
+ * a name lookup per configured host the first time.
+ */
+bool lr_db_galera_writer(lr_db *db, struct lr_db_writer *w)
+{
+	struct view v;
+	unsigned port = db->p->port ? db->p->port : 3306;
+	size_t n;
+
+	memset(w, 0, sizeof(*w));
+	w->writer = w->pick = -1;
+	if (!ask_view(db, &v))
+		return false;
+	snprintf(w->members, sizeof(w->members), "%s", v.members ? v.members : "");
+	n = strcspn(w->members, ",");
+	snprintf(w->first, sizeof(w->first), "%.*s", (int)(n < sizeof(w->first) ? n : 0),
+	         w->members);
+	if (db->p->nhosts) {
+		w->writer = lr_writer_pick(w->first, db->p->nhosts, port, NULL, host_has_ip, db);
+		w->pick = lr_writer_pick(w->members, db->p->nhosts, port, NULL, host_has_ip, db);
+	}
+	return true;
+}
+
+/*
  * For a long-lived connection (a holder renewing, a waiter polling): on a
  * Galera cluster, at most every GALERA_FOLLOW_MS, asks the node again
  * which member is the writer and moves there if it is another one (the
@@ -1249,7 +1293,13 @@ bool lr_db_connect(lr_db *db)
 		 * round), the others first (the first round). */
 		if (passed_over(db, h) != (i >= n))
 			continue;
+		db->probing = db->following || db->suspect == h + 1;
 		ok = connect_host(db, db->p->nhosts ? db->p->hosts[h] : NULL);
+		db->probing = false;
+		if (!ok && db->suspect == h + 1) {
+			db->suspect = 0;
+			pass_over(db, h, "no answer to the probe");
+		}
 		if (ok) {
 			db->cur_host = h;
 			break;
