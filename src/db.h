@@ -104,6 +104,15 @@ struct lr_db_link {
 };
 bool lr_db_link(const lr_db *db, struct lr_db_link *l);
 
+/* A Galera cluster as this configuration sees it (lr_db_galera_writer). */
+struct lr_db_writer {
+	char members[1024]; /* wsrep_incoming_addresses: "address:port,..." */
+	char first[256];    /* its first member: the writer while it is Synced */
+	long writer;        /* the configured host that is the first member; -1: none */
+	long pick;          /* the configured host lockrun writes on; -1: none is a member */
+};
+bool lr_db_galera_writer(lr_db *db, struct lr_db_writer *w);
+
 unsigned lr_db_errno(const lr_db *db);
 const char *lr_db_error(const lr_db *db);
 const char *lr_db_server(const lr_db *db);

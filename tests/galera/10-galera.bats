@@ -695,7 +695,7 @@ teardown() {
 	run "$LOCKRUNCTL" -c "$LR_GALERA/local2.conf" doctor
 	assert_success
 	assert_line --regexp '^ok +galera +Galera node \(state Synced, cluster size 3\)'
-	assert_line --regexp "^ok +galera +\[database\] host lists 3 nodes: lockrun sends its lock calls"
+	assert_line --regexp "^ok +galera +\[database\] host lists 3 nodes and the cluster's writer node"
 	refute_output --partial innodb_lock_wait_timeout
 	run "$LOCKRUNCTL" -c "$LR_GALERA/node1.conf" doctor
 	assert_success
