@@ -1234,6 +1234,7 @@ bool lr_db_galera_writer(lr_db *db, struct lr_db_writer *w)
 {
 	struct view v;
 	unsigned port = db->p->port ? db->p->port : 3306;
+	char *colon;
 	size_t n;
 
 	memset(w, 0, sizeof(*w));
@@ -1247,6 +1248,13 @@ bool lr_db_galera_writer(lr_db *db, struct lr_db_writer *w)
 	if (db->p->nhosts) {
 		w->writer = lr_writer_pick(w->first, db->p->nhosts, port, NULL, host_has_ip, db);
 		w->pick = lr_writer_pick(w->members, db->p->nhosts, port, NULL, host_has_ip, db);
+	}
+	/* The address alone, as a host list names it. */
+	if ((colon = strrchr(w->first, ':')))
+		*colon = '\0';
+	if (w->first[0] == '[' && (n = strlen(w->first)) > 1 && w->first[n - 1] == ']') {
+		w->first[n - 1] = '\0';
+		memmove(w->first, w->first + 1, n - 1);
 	}
 	return true;
 }

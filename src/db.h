@@ -107,7 +107,7 @@ bool lr_db_link(const lr_db *db, struct lr_db_link *l);
 /* A Galera cluster as this configuration sees it (lr_db_galera_writer). */
 struct lr_db_writer {
 	char members[1024]; /* wsrep_incoming_addresses: "address:port,..." */
-	char first[256];    /* its first member: the writer while it is Synced */
+	char first[256];    /* its first member's address: the writer while it is Synced */
 	long writer;        /* the configured host that is the first member; -1: none */
 	long pick;          /* the configured host lockrun writes on; -1: none is a member */
 };

@@ -194,9 +194,10 @@ static void check_writer(struct doctor *d, const struct lr_db_params *p)
 		    w.first, p->hosts[w.pick], w.first);
 	} else {
 		say(d, "galera", SEV_OK,
-		    "[database] host lists %zu nodes and the cluster's writer node, %s (%s): "
-		    "lockrun sends its lock calls there, as every client that lists it does, "
-		    "and to the next member while it is not Synced or does not answer",
+		    "[database] host lists %zu nodes and the cluster's writer node, %s (the "
+		    "first member, %s): lockrun sends its lock calls there, as every client "
+		    "that lists it does, and to the next member while it is not Synced or does "
+		    "not answer",
 		    p->nhosts, p->hosts[w.writer], w.first);
 	}
 }

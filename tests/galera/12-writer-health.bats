@@ -19,12 +19,14 @@ setup() {
 	rec=$work/rec
 	: >"$rec"
 	loops=()
+	proxies=()
 }
 
 teardown() {
 	: >"$work/stop"
 	local p
 	for p in "${loops[@]}"; do wait "$p" || true; done
+	for p in "${proxies[@]}"; do kill "$p" 2>/dev/null || true; done
 	# A test that failed half-way must not leave a node frozen or desynced.
 	local n
 	for n in 1 2 3; do
@@ -190,12 +192,12 @@ judge() {
 @test "long-lived holders and waiters leave a desynced writer within 5 s and come back, without conflicts" {
 	local w k c0 c1 c2 c3 c4 x
 	w=$(writer)
-	# Holders renew every 2 s (ttl 6) for 24 s; a waiter queues behind
+	# Holders renew every 2 s (ttl 6) for 32 s; a waiter queues behind
 	# each. Each pair is set up beside another node.
 	for k in 1 2 3; do
 		(
 			lr_close_fds
-			"$LOCKRUN" -c "$LR_GALERA/local$k.conf" --ttl 6 --kill-after 1 -w 60 -x "gll$k" -- sleep 24 &
+			"$LOCKRUN" -c "$LR_GALERA/local$k.conf" --ttl 6 --kill-after 1 -w 60 -x "gll$k" -- sleep 32 &
 			h=$!
 			sleep 0.5
 			"$LOCKRUN" -c "$LR_GALERA/local$k.conf" --ttl 6 --kill-after 1 -w 60 -x "gll$k" -- true || exit 1
@@ -227,4 +229,36 @@ judge() {
 	local p
 	for p in "${loops[@]}"; do wait "$p" || fail "a holder or waiter failed"; done
 	loops=()
+}
+
+@test "doctor: says whether the configuration reaches the writer node, and why not" {
+	local w k others=() port
+	w=$(writer)
+	run -0 "$LOCKRUNCTL" -c "$LR_GALERA/local$((w % 3 + 1)).conf" doctor
+	assert_line --regexp "^ok +galera +\[database\] host lists 3 nodes and the cluster's writer node,$"
+	assert_line --regexp "^ +127\.0\.0\.$w \(the first member, 127\.0\.0\.$w\): lockrun sends"
+	# The writer left out: lockrun writes on the next member, while the
+	# clients that list it write on it.
+	for k in 1 2 3; do ((k == w)) || others+=("127.0.0.$k"); done
+	lr_galera_conf "$LR_GALERA" "$BATS_TEST_TMPDIR/miss.conf" "${others[0]}, ${others[1]}"
+	run -0 "$LOCKRUNCTL" -c "$BATS_TEST_TMPDIR/miss.conf" doctor
+	assert_line --regexp "^WARN +galera +\[database\] host does not list the cluster's writer node, its$"
+	assert_line --regexp "^ +first member 127\.0\.0\.$w: lockrun writes on 127\.0\.0\.[0-9] instead,$"
+	assert_line --regexp "add 127\.0\.0\.$w to host$"
+	# Proxies only (one in front of each of two nodes, on addresses the
+	# cluster does not report): no writer can be chosen.
+	port=$(sed -n 's/^GALERA_SQL_PORT=//p' "$LR_GALERA/cluster.env")
+	for k in 1 2; do
+		socat "TCP-LISTEN:$port,bind=127.0.0.1$k,reuseaddr,fork" "TCP:127.0.0.$k:$port" 3>&- &
+		proxies+=($!)
+	done
+	sleep 0.5
+	lr_galera_conf "$LR_GALERA" "$BATS_TEST_TMPDIR/proxy.conf" "127.0.0.11, 127.0.0.12"
+	run -0 "$LOCKRUNCTL" -c "$BATS_TEST_TMPDIR/proxy.conf" doctor
+	assert_line --regexp "^WARN +galera +\[database\] host lists 2 hosts, and none is a member the$"
+	# galera_writer = false: said too.
+	lr_galera_conf "$LR_GALERA" "$BATS_TEST_TMPDIR/off.conf" "127.0.0.1, 127.0.0.2" \
+		"connect_timeout = 5" "galera_writer = false"
+	run -0 "$LOCKRUNCTL" -c "$BATS_TEST_TMPDIR/off.conf" doctor
+	assert_line --regexp "^WARN +galera +galera_writer = false: lockrun writes on the first of the 2$"
 }
