@@ -30,9 +30,10 @@ static bool split(char *member, char **ip, unsigned long *port)
  * joined by commas) whose port is PORT and whose address MATCH says one of
  * the NHOSTS configured hosts has, passing over host h where SKIP[h] (SKIP
  * may be NULL); -1 if no member is configured (or the list is empty,
- * "AUTO" or unparsable), or every configured one is skipped. Called after each new connection
- * to a Galera node, when more than one host is configured. No I/O of its
- * own; MATCH may look names up.
+ * "AUTO" or unparsable), or every configured one is skipped. Called after
+ * each new connection to a Galera node, and now and then on a long-lived
+ * one, when more than one host is configured. No I/O of its own; MATCH
+ * may look names up.
  */
 long lr_writer_pick(const char *incoming, size_t nhosts, unsigned port, const bool *skip,
                     lr_writer_match_fn match, void *arg)
