@@ -58,7 +58,7 @@ int ma_pvio_register_callback(my_bool register_callback,
  * so at least this long, so that a node that is back is taken again
  * once, not on and off; the writer is asked again at most this often
  * (lr_db_follow). */
-#define GALERA_PROBE_MS  3000
+#define GALERA_PROBE_MS  2000
 #define GALERA_ANSWER_MS 3000
 #define GALERA_PASS_MS   5000
 #define GALERA_FOLLOW_MS 2000
@@ -1093,6 +1093,23 @@ static void writer_silent(lr_db *db)
 	db->suspect = 0;
 	pass_over(db, db->cur_host, "no answer in time");
 	db->first_host = (db->cur_host + 1) % db->p->nhosts;
+}
+
+/*
+ * Another connection to the node this one is on (a waiter's doorbell) got
+ * no answer in time: on a Galera node chosen as writer, taken as this
+ * connection's own (writer_silent), and the connection is dropped, so
+ * that the next statement reconnects (and probes the node) at once
+ * rather than after a bound of its own. No round trip.
+ */
+void lr_db_unanswered(lr_db *db)
+{
+	if (!db->m || db->galera != 1 || !writer_choice(db))
+		return;
+	writer_silent(db);
+	lr_log_debug("dropping connection to %s: its node did not answer another connection",
+	             db->server);
+	lr_db_disconnect(db);
 }
 
 /* How long a statement may take: the caller's bound, else read_timeout;

@@ -68,6 +68,7 @@ void lr_db_destroy(lr_db *db);
 
 bool lr_db_connect(lr_db *db);
 bool lr_db_follow(lr_db *db);
+void lr_db_unanswered(lr_db *db);
 void lr_db_disconnect(lr_db *db);
 bool lr_db_connected(const lr_db *db);
 unsigned lr_db_generation(const lr_db *db);

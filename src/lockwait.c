@@ -92,6 +92,10 @@ static enum bell doorbell(struct lr_request *lk, unsigned ms)
 	r = lr_call_sleep(lk, lk->bell, ms, &woken);
 	if (r != LR_CALL_OK) {
 		lr_log_debug("doorbell: %s", lk->err);
+		/* A frozen Galera writer: the main connection is on the same
+		 * node, and leaves it now rather than after its own bound. */
+		if (lr_db_errno(lk->bell) == LR_DB_ETIMEDOUT)
+			lr_db_unanswered(lk->db);
 		return BELL_FAILED;
 	}
 	return woken || !lk->queued ? BELL_WOKEN : BELL_SLEPT;

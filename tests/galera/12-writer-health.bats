@@ -113,20 +113,34 @@ judge() {
 	sleep 4
 	t0=$(date +%s.%N)
 	lr_galera_pause "$LR_GALERA" "$w"
-	sleep 10
+	# The cluster's eviction pause: until another node sees a cluster
+	# of 2 (no node commits anything before).
+	local k=$((w % 3 + 1)) te=0 i
+	for ((i = 0; i < 50; i++)); do
+		if [[ $(lr_galera_state "$LR_GALERA" "$k") == *" 2" ]]; then
+			te=$(date +%s.%N)
+			break
+		fi
+		sleep 0.2
+	done
+	[[ $te != 0 ]] || fail "node $k did not see the frozen node evicted in 10 s"
+	sleep "$(awk -v t0="$t0" -v te="$te" 'BEGIN { printf "%.1f", 10 - (te - t0) }')"
 	lr_galera_resume "$LR_GALERA" "$w"
 	sleep 3
 	stop_loops
 	read -r g gap at < <(judge) || fail "$(judge)"
+	local pause
+	pause=$(awk -v t0="$t0" -v te="$te" 'BEGIN { printf "%.1f", te - t0 }')
 	echo "# node $w (the writer) frozen 10 s under 15 clients: $g grants, longest gap ${gap} s," \
 		"from $(awk -v a="$at" -v t="$t0" 'BEGIN { printf "%.1f", a - t }') s after the freeze;" \
-		"failed runs: $(cat "$work/failed" 2>/dev/null | wc -l)" >&3
+		"eviction pause ${pause} s; failed runs: $(cat "$work/failed" 2>/dev/null | wc -l)" >&3
 	# Grants went on during the freeze, on the other nodes.
 	(($(awk -v t="$t0" '$1 == "enter" && $2 > t + 8 && $2 < t + 10' "$rec" | wc -l) > 0)) ||
 		fail "no grant in the last 2 s of the freeze"
 	# The eviction pause with the servers' defaults is about 6 s (a frozen
 	# member stalls the cluster until it is evicted): at most 2 s more.
-	awk -v g="$gap" 'BEGIN { exit !(g <= 8.0) }' || fail "longest gap ${gap} s > 8 s"
+	awk -v g="$gap" -v p="$pause" 'BEGIN { exit !(g <= p + 2) }' ||
+		fail "longest gap ${gap} s > the eviction pause ${pause} s + 2 s"
 	[[ ! -s $work/failed ]] || fail "$(cat "$work/failed")"
 }
 
