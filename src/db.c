@@ -53,6 +53,19 @@ int ma_pvio_register_callback(my_bool register_callback,
 #define MIN_MARIADB 100600UL
 #define MIN_MYSQL   80400UL
 
+/* Galera, with the writer chosen (follow_writer): a move to the writer,
+ * or a reconnect to one that let a statement run out of time, gives it
+ * this long to greet us; a statement's answer is awaited at most this
+ * long unless its caller set a bound of its own (a frozen or blocked
+ * writer costs this and a reconnect, not read_timeout); a node passed over stays
+ * so at least this long, so that a node that is back is taken again
+ * once, not on and off; the writer is asked again at most this often
+ * (lr_db_follow). */
+#define GALERA_PROBE_MS  2000
+#define GALERA_ANSWER_MS 3000
+#define GALERA_PASS_MS   5000
+#define GALERA_FOLLOW_MS 2000
+
 struct lr_db {
 	uv_loop_t *loop;
 	const struct lr_db_params *p;
@@ -98,6 +111,10 @@ struct lr_db {
 	char cur_ip[64];      /* its address, "" for the unix socket */
 	int galera;           /* the hosts are Galera nodes: -1 not known yet, 0 no, 1 yes */
 	bool following;       /* connecting to the Galera writer (follow_writer) */
+	uint64_t checked_ms;  /* when follow_writer last asked (monotonic ms) */
+	uint64_t *passed;     /* per configured host, until when it is no writer (ms) */
+	size_t suspect;       /* 1 + the writer that let a statement run out of time, or 0 */
+	bool probing;         /* this connect is a probe of a Galera writer (GALERA_PROBE_MS) */
 	bool sibling;         /* starts at its parent's host and asks no writer */
 	char **host_ips;      /* per configured host, its addresses joined by spaces, or NULL */
 	const char *tls_name; /* the configured name the certificate must carry, while connecting */
@@ -257,6 +274,7 @@ void lr_db_destroy(lr_db *db)
 		for (size_t h = 0; h < db->p->nhosts; h++)
 			free(db->host_ips[h]);
 	free(db->host_ips);
+	free(db->passed);
 	free(db);
 }
 
@@ -787,6 +805,11 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 	unsigned timeout_ms = p->connect_timeout * 1000;
 	int st, fd;
 
+	/* A move to the Galera writer is a probe: a node that does not
+	 * greet us within it (frozen, overloaded) is passed over. */
+	if (db->probing && timeout_ms > GALERA_PROBE_MS)
+		timeout_ms = GALERA_PROBE_MS;
+
 	snprintf(db->server, sizeof(db->server), "%s", label);
 	db->expired = db->aborting = false;
 	db->tls_name = name && ip && strcmp(name, ip) != 0 ? name : NULL;
@@ -1019,57 +1042,256 @@ static bool host_has_ip(size_t h, const char *ip, void *arg)
 	return strstr(db->host_ips[h], buf) != NULL;
 }
 
+static uint64_t mono_ms(void)
+{
+	return uv_hrtime() / 1000000;
+}
+
+/* Whether this handle chooses a Galera writer at all: asked for, more
+ * than one host, not a doorbell sibling (it stays with its parent), not
+ * MySQL (no Galera). Local work. */
+static bool writer_choice(const lr_db *db)
+{
+	return db->p->galera_writer && db->p->nhosts > 1 && !db->sibling && !lr_db_is_mysql(db);
+}
+
+/* Whether configured host H is passed over as writer now. Local work. */
+static bool passed_over(const lr_db *db, size_t h)
+{
+	return db->passed && db->passed[h] > mono_ms();
+}
+
+/* Passes configured host H over as writer for GALERA_PASS_MS, saying why
+ * at -vv. Local work. */
+static void pass_over(lr_db *db, size_t h, const char *why)
+{
+	if (!db->passed && !(db->passed = calloc(db->p->nhosts, sizeof(*db->passed))))
+		return;
+	db->passed[h] = mono_ms() + GALERA_PASS_MS;
+	lr_log_debug("%s: passed over as the Galera writer for %u s: %s", db->p->hosts[h],
+	             GALERA_PASS_MS / 1000, why);
+}
+
+/* After a statement got no answer in time (failed), on a Galera node
+ * chosen as writer: the reconnect tries it again, as a probe (a node that
+ * is only slow greets us, answers, and stays the writer: clients do not
+ * split over one slow statement); a second time in a row, or a probe
+ * that fails (lr_db_connect), passes it over, and the reconnect starts
+ * at the next host. A frozen writer costs a statement's bound and a
+ * probe, not read_timeout per client per try. */
+static void writer_silent(lr_db *db)
+{
+	if (db->galera != 1 || !writer_choice(db))
+		return;
+	if (db->suspect != db->cur_host + 1) {
+		db->suspect = db->cur_host + 1;
+		db->first_host = db->cur_host;
+		return;
+	}
+	db->suspect = 0;
+	pass_over(db, db->cur_host, "no answer in time");
+	db->first_host = (db->cur_host + 1) % db->p->nhosts;
+}
+
 /*
- * On a Galera cluster, moves the new connection to the cluster's writer
- * node (writer.h says why and which), when more than one host is
- * configured and the writer is another of them: every lockrun of the
- * cluster then sends its lock calls to one node. Asked after each new
- * connection, so that when the writer leaves the cluster, the reconnect
- * that follows finds the next one. Nothing here decides correctness:
+ * Another connection to the node this one is on (a waiter's doorbell) got
+ * no answer in time: on a Galera node chosen as writer, taken as this
+ * connection's own (writer_silent), and the connection is dropped, so
+ * that the next statement reconnects (and probes the node) at once
+ * rather than after a bound of its own. No round trip.
+ */
+void lr_db_unanswered(lr_db *db)
+{
+	if (!db->m || db->galera != 1 || !writer_choice(db))
+		return;
+	writer_silent(db);
+	lr_log_debug("dropping connection to %s: its node did not answer another connection",
+	             db->server);
+	lr_db_disconnect(db);
+}
+
+/* How long a statement may take: the caller's bound, else read_timeout;
+ * on a Galera node chosen as writer at most GALERA_ANSWER_MS of it. */
+static unsigned op_budget(const lr_db *db)
+{
+	unsigned ms = db->op_timeout_ms ? db->op_timeout_ms : db->p->read_timeout * 1000;
+
+	if (!db->op_timeout_ms && db->galera == 1 && writer_choice(db) && ms > GALERA_ANSWER_MS)
+		ms = GALERA_ANSWER_MS;
+	return ms;
+}
+
+/* What a Galera node says of itself and of the cluster. */
+struct view {
+	const char *status;  /* wsrep_cluster_status: Primary, non-Primary, Disconnected */
+	const char *state;   /* wsrep_local_state_comment: Synced, Donor/Desynced, ... */
+	const char *ready;   /* wsrep_ready: ON when it serves queries */
+	const char *members; /* wsrep_incoming_addresses */
+};
+
+/* Asks the connected node its view: one query of its global status. The
+ * strings live until the next statement. False if the query failed (the
+ * connection may be gone with it). */
+static bool ask_view(lr_db *db, struct view *v)
+{
+	MYSQL_ROW row;
+
+	memset(v, 0, sizeof(*v));
+	if (!lr_db_query(db, "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM "
+	                     "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN "
+	                     "('WSREP_CLUSTER_STATUS', 'WSREP_LOCAL_STATE_COMMENT', "
+	                     "'WSREP_READY', 'WSREP_INCOMING_ADDRESSES')"))
+		return false;
+	db->checked_ms = mono_ms();
+	if (db->suspect == db->cur_host + 1) /* it answers after all */
+		db->suspect = 0;
+	while ((row = lr_db_fetch(db))) {
+		if (!row[0] || !row[1])
+			continue;
+		if (strcmp(row[0], "WSREP_CLUSTER_STATUS") == 0)
+			v->status = row[1];
+		else if (strcmp(row[0], "WSREP_LOCAL_STATE_COMMENT") == 0)
+			v->state = row[1];
+		else if (strcmp(row[0], "WSREP_READY") == 0)
+			v->ready = row[1];
+		else
+			v->members = row[1];
+	}
+	return true;
+}
+
+/* The writer among MEMBERS (lr_writer_pick), passing over the hosts
+ * passed over now; -1 if none. Local work (and host_has_ip's lookups). */
+static long pick(lr_db *db, const char *members)
+{
+	bool *skip = calloc(db->p->nhosts, sizeof(*skip));
+	long w;
+
+	if (!skip)
+		return -1;
+	for (size_t h = 0; h < db->p->nhosts; h++)
+		skip[h] = passed_over(db, h);
+	w = lr_writer_pick(members, db->p->nhosts, db->p->port ? db->p->port : 3306, skip,
+	                   host_has_ip, db);
+	free(skip);
+	return w;
+}
+
+/*
+ * On a Galera cluster, moves the connection to the cluster's writer node
+ * (writer.h says why and which), when more than one host is configured
+ * and the writer is another of them: every lockrun of the cluster then
+ * sends its lock calls to one node. A node is the writer only if it says
+ * it is Synced, ready and in the primary component: one that is not (a
+ * state-transfer donor, which rsync and mysqldump block for the whole
+ * copy; a joiner) is passed over for the next member, as is one that did
+ * not answer in time; every client asks the same node, so they pass it
+ * over alike. Asked after each new connection, so that when the writer
+ * leaves the cluster, the reconnect that follows finds the next one, and
+ * by lr_db_follow on a long-lived one. Nothing here decides correctness:
  * clients that briefly disagree are kept safe by certification. Costs one
- * query per connection on MariaDB (none once a server said it is not a
- * Galera node, none on MySQL), plus a second connect when it moves; a name
- * lookup per configured host the first time. A failure to ask keeps the
- * connection; a writer that does not answer is passed over for the next
- * host in order, as by any connect.
+ * query (none once a server said it is not a Galera node, none on MySQL),
+ * plus a connect and a query per move; a name lookup per configured host
+ * the first time. A failure to ask keeps the connection; a writer that
+ * does not answer is passed over for the next host in order, as by any
+ * connect.
  */
 static void follow_writer(lr_db *db)
 {
-	long w = -1;
-	const char *status = NULL, *members = NULL;
-	MYSQL_ROW row;
+	struct view v;
+	long w;
 
-	if (!db->p->galera_writer || db->p->nhosts < 2 || db->galera == 0 || db->following ||
-	    db->sibling || lr_db_is_mysql(db))
+	if (!writer_choice(db) || db->galera == 0 || db->following)
 		return;
-	if (!lr_db_query(db, "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM "
-	                     "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN "
-	                     "('WSREP_CLUSTER_STATUS', 'WSREP_INCOMING_ADDRESSES')")) {
-		/* Still connected: the first real statement meets the error
-		 * (a node not ready, 1047) and is retried as ever. A lost
-		 * connection keeps its error: the connect failed. */
-		if (db->m)
-			db->err = 0;
-		return;
-	}
-	while ((row = lr_db_fetch(db)))
-		if (row[0] && row[1])
-			*(strcmp(row[0], "WSREP_CLUSTER_STATUS") == 0 ? &status : &members) =
-			    row[1];
-	/* MariaDB without Galera reports the status too, as Disconnected. */
-	db->galera = status && strcmp(status, "Disconnected") != 0;
-	if (status && members && strcmp(status, "Primary") == 0)
-		w = lr_writer_pick(members, db->p->nhosts, db->p->port ? db->p->port : 3306,
-		                   host_has_ip, db);
-	if (w < 0 || (size_t)w == db->cur_host)
-		return;
-	lr_log_debug("%s: the Galera cluster's writer node is %s: moving there", db->server,
-	             db->p->hosts[w]);
-	db->first_host = (size_t)w;
 	db->following = true;
-	if (!lr_db_connect(db))
-		lr_log_debug("could not move to the writer node: %s", db->errmsg);
+	for (size_t tries = 0; tries <= db->p->nhosts && db->m; tries++) {
+		if (!ask_view(db, &v)) {
+			/* Still connected: the first real statement meets the
+			 * error (a node not ready, 1047) and is retried as ever.
+			 * A lost connection keeps its error. */
+			if (db->m)
+				db->err = 0;
+			break;
+		}
+		/* MariaDB without Galera reports the status too, as
+		 * Disconnected. */
+		db->galera = v.status && strcmp(v.status, "Disconnected") != 0;
+		if (!db->galera || !v.status || !v.members || strcmp(v.status, "Primary") != 0)
+			break;
+		if (!v.state || strcmp(v.state, "Synced") != 0 || !v.ready ||
+		    strcmp(v.ready, "ON") != 0)
+			pass_over(db, db->cur_host, v.state ? v.state : "no state");
+		w = pick(db, v.members);
+		if (w < 0 || (size_t)w == db->cur_host)
+			break;
+		lr_log_debug("%s: the Galera cluster's writer node is %s: moving there", db->server,
+		             db->p->hosts[w]);
+		db->first_host = (size_t)w;
+		if (!lr_db_connect(db)) {
+			lr_log_debug("could not move to the writer node: %s", db->errmsg);
+			break;
+		}
+		if (db->cur_host != (size_t)w)
+			pass_over(db, (size_t)w, "no answer to the move");
+	}
 	db->following = false;
+}
+
+/*
+ * What this configuration makes of the Galera cluster it is connected to,
+ * for lockrunctl doctor: the members the node reports, the first of them
+ * (the writer while it is Synced), the configured host that is that
+ * member, and the one lockrun writes on (the first member the
+ * configuration names). False if the node did not answer. One query, and
+ * a name lookup per configured host the first time.
+ */
+bool lr_db_galera_writer(lr_db *db, struct lr_db_writer *w)
+{
+	struct view v;
+	unsigned port = db->p->port ? db->p->port : 3306;
+	char *colon;
+	size_t n;
+
+	memset(w, 0, sizeof(*w));
+	w->writer = w->pick = -1;
+	if (!ask_view(db, &v))
+		return false;
+	snprintf(w->members, sizeof(w->members), "%s", v.members ? v.members : "");
+	n = strcspn(w->members, ",");
+	snprintf(w->first, sizeof(w->first), "%.*s", (int)(n < sizeof(w->first) ? n : 0),
+	         w->members);
+	if (db->p->nhosts) {
+		w->writer = lr_writer_pick(w->first, db->p->nhosts, port, NULL, host_has_ip, db);
+		w->pick = lr_writer_pick(w->members, db->p->nhosts, port, NULL, host_has_ip, db);
+	}
+	/* The address alone, as a host list names it. */
+	if ((colon = strrchr(w->first, ':')))
+		*colon = '\0';
+	if (w->first[0] == '[' && (n = strlen(w->first)) > 1 && w->first[n - 1] == ']') {
+		w->first[n - 1] = '\0';
+		memmove(w->first, w->first + 1, n - 1);
+	}
+	return true;
+}
+
+/*
+ * For a long-lived connection (a holder renewing, a waiter polling): on a
+ * Galera cluster, at most every GALERA_FOLLOW_MS, asks the node again
+ * which member is the writer and moves there if it is another one (the
+ * membership changed, or a node became or stopped being a donor), so
+ * that no client writes on a node the others left for long. Returns true
+ * when it moved (a new connection: session state is gone). Costs nothing
+ * between checks, one query per check, a connect per move.
+ */
+bool lr_db_follow(lr_db *db)
+{
+	unsigned gen = db->generation;
+
+	if (!db->m || db->galera != 1 || !writer_choice(db) ||
+	    mono_ms() - db->checked_ms < GALERA_FOLLOW_MS)
+		return false;
+	follow_writer(db);
+	return db->generation != gen;
 }
 
 /*
@@ -1088,9 +1310,19 @@ bool lr_db_connect(lr_db *db)
 	lr_db_disconnect(db);
 	db->err = 0;
 	lr_sb_init(&why);
-	for (i = 0; i < n && !ok; i++) {
+	for (i = 0; i < 2 * n && !ok; i++) {
 		size_t h = (db->first_host + i) % n;
+		/* Hosts passed over as Galera writer go last (the second
+		 * round), the others first (the first round). */
+		if (passed_over(db, h) != (i >= n))
+			continue;
+		db->probing = db->following || db->suspect == h + 1;
 		ok = connect_host(db, db->p->nhosts ? db->p->hosts[h] : NULL);
+		db->probing = false;
+		if (!ok && db->suspect == h + 1) {
+			db->suspect = 0;
+			pass_over(db, h, "no answer to the probe");
+		}
 		if (ok) {
 			db->cur_host = h;
 			break;
@@ -1171,6 +1403,8 @@ static void failed(lr_db *db)
 		db->err = LR_DB_EREADONLY;
 	if ((db->err == ER_UNKNOWN_COM_ERROR || db->err == LR_DB_EREADONLY) && db->p->nhosts > 1)
 		db->first_host = (db->cur_host + 1) % db->p->nhosts;
+	if (db->err == LR_DB_ETIMEDOUT)
+		writer_silent(db);
 	if (lr_db_error_is_connection(db->err)) {
 		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
 		lr_db_disconnect(db);
@@ -1185,7 +1419,7 @@ static void failed(lr_db *db)
  */
 static bool query(lr_db *db, const char *sql, const char *shown)
 {
-	unsigned timeout_ms = db->op_timeout_ms ? db->op_timeout_ms : db->p->read_timeout * 1000;
+	unsigned timeout_ms = op_budget(db);
 	int st;
 
 	free_result(db);
@@ -1595,7 +1829,7 @@ static bool call_text(lr_db *db, const char *sql, const char *const *params, uns
  */
 bool lr_db_call(lr_db *db, const char *sql, const char *const *params, unsigned nparams)
 {
-	unsigned timeout_ms = db->op_timeout_ms ? db->op_timeout_ms : db->p->read_timeout * 1000;
+	unsigned timeout_ms = op_budget(db);
 	MYSQL_BIND b[LR_DB_PARAMS];
 	unsigned long len[LR_DB_PARAMS], n = nparams;
 	MYSQL_STMT *st = NULL;

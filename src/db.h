@@ -67,6 +67,8 @@ lr_db *lr_db_create_sibling(const lr_db *db);
 void lr_db_destroy(lr_db *db);
 
 bool lr_db_connect(lr_db *db);
+bool lr_db_follow(lr_db *db);
+void lr_db_unanswered(lr_db *db);
 void lr_db_disconnect(lr_db *db);
 bool lr_db_connected(const lr_db *db);
 unsigned lr_db_generation(const lr_db *db);
@@ -102,6 +104,15 @@ struct lr_db_link {
 	bool pinned;   /* the certificate's fingerprint was checked */
 };
 bool lr_db_link(const lr_db *db, struct lr_db_link *l);
+
+/* A Galera cluster as this configuration sees it (lr_db_galera_writer). */
+struct lr_db_writer {
+	char members[1024]; /* wsrep_incoming_addresses: "address:port,..." */
+	char first[256];    /* its first member's address: the writer while it is Synced */
+	long writer;        /* the configured host that is the first member; -1: none */
+	long pick;          /* the configured host lockrun writes on; -1: none is a member */
+};
+bool lr_db_galera_writer(lr_db *db, struct lr_db_writer *w);
 
 unsigned lr_db_errno(const lr_db *db);
 const char *lr_db_error(const lr_db *db);

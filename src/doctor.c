@@ -158,6 +158,50 @@ static void check_group(struct doctor *d)
 		    "MySQL, not in a Group Replication group: --named locks (GET_LOCK) are usable");
 }
 
+/* With more than one host listed: whether this configuration reaches the
+ * Galera cluster's single writer node, the first member the cluster
+ * reports (src/writer.h), and if not, why and what to change. One query. */
+static void check_writer(struct doctor *d, const struct lr_db_params *p)
+{
+	struct lr_db_writer w;
+
+	if (!p->galera_writer) {
+		say(d, "galera", SEV_WARN,
+		    "galera_writer = false: lockrun writes on the first of the %zu hosts that "
+		    "answers, and clients that list them in another order write the same rows "
+		    "on other nodes, which under contention can stall the whole cluster; remove "
+		    "the setting so that all clients write on the writer node",
+		    p->nhosts);
+		return;
+	}
+	if (!lr_db_galera_writer(d->db, &w)) {
+		say(d, "galera", SEV_INFO, "the cluster's members could not be read: %s",
+		    lr_db_error(d->db));
+	} else if (w.pick < 0) {
+		say(d, "galera", SEV_WARN,
+		    "[database] host lists %zu hosts, and none is a member the cluster reports "
+		    "(%s, port %u): proxies or other addresses, so lockrun cannot tell which is "
+		    "the writer node, and clients write where they are sent, on several nodes at "
+		    "once; list the nodes themselves, by the addresses the cluster reports or "
+		    "names that resolve to them, or have the proxies send every lockrun "
+		    "connection to one node",
+		    p->nhosts, w.members[0] ? w.members : "none", p->port ? p->port : 3306);
+	} else if (w.writer < 0) {
+		say(d, "galera", SEV_WARN,
+		    "[database] host does not list the cluster's writer node, its first member "
+		    "%s: lockrun writes on %s instead, while clients that list it write there, "
+		    "so two nodes write the same rows; add %s to host",
+		    w.first, p->hosts[w.pick], w.first);
+	} else {
+		say(d, "galera", SEV_OK,
+		    "[database] host lists %zu nodes and the cluster's writer node, %s (the "
+		    "first member, %s): lockrun sends its lock calls there, as every client "
+		    "that lists it does, and to the next member while it is not Synced or does "
+		    "not answer",
+		    p->nhosts, p->hosts[w.writer], w.first);
+	}
+}
+
 /* Galera: the table locks are safe (every grant writes the rows it
  * decides on, and certification aborts all but one writer); GET_LOCK is
  * local to a node, so --named is refused there. Contended lock rows
@@ -207,11 +251,7 @@ static void check_galera(struct doctor *d)
 		    "cluster; --named locks are node-local, so lockrun refuses them here",
 		    state, size);
 	if (p && p->nhosts > 1)
-		say(d, "galera", SEV_OK,
-		    "[database] host lists %zu nodes: lockrun sends its lock calls to the "
-		    "cluster's writer node, the first member the cluster reports that the list "
-		    "names, so all clients that list it write on one node",
-		    p->nhosts);
+		check_writer(d, p);
 	else if (strcmp(size, "1") != 0)
 		say(d, "galera", SEV_WARN,
 		    "[database] host names one node: lockrun writes there, and clients that name "

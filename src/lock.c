@@ -90,11 +90,15 @@ static void take_connect_error(struct lr_request *lk)
 	         lk->server_full ? "the database server is full: " : "", lr_db_error(lk->db));
 }
 
-/* Connected, reconnecting if need be. Nothing to set up on a new
- * connection: the procedures set what they need themselves. Costs a
- * handshake after a lost connection, nothing otherwise. */
+/* Connected, reconnecting if need be, and on a Galera cluster on the
+ * writer node now (lr_db_follow: a renewal or release goes where the
+ * others write). Nothing to set up on a new connection: the procedures
+ * set what they need themselves. Costs a handshake after a lost
+ * connection, one query every few seconds on Galera, nothing otherwise. */
 static bool ensure_connected(struct lr_request *lk)
 {
+	if (lr_db_connected(lk->db) && !lk->nnamed)
+		lr_db_follow(lk->db);
 	if (lr_db_connected(lk->db))
 		return true;
 	if (!lr_db_connect(lk->db)) {

@@ -51,6 +51,14 @@ static unsigned galera_pace(const struct lr_request *lk)
 	return 125 + lr_request_jitter(250);       /* [250, 500) */
 }
 
+/* How much longer than its own wait a sleep or a GET_LOCK may take to
+ * answer: on Galera less, as a frozen or blocked writer node is left for
+ * the next one after it (db.h, lr_db_follow). */
+static unsigned answer_slack(const struct lr_request *lk)
+{
+	return lk->galera ? 2000 : 5000;
+}
+
 enum bell { BELL_WOKEN, BELL_SLEPT, BELL_FAILED };
 
 /*
@@ -65,7 +73,12 @@ static enum bell doorbell(struct lr_request *lk, unsigned ms)
 	bool woken = false;
 	enum lr_call r;
 
+	/* The doorbell rings on one node only: after the main connection
+	 * moved (a Galera writer change), the bell moves with it. */
+	if (lk->bell && lk->bell_gen != lr_db_generation(lk->db))
+		lr_wait_close(lk);
 	if (!lk->bell) {
+		lk->bell_gen = lr_db_generation(lk->db);
 		lk->bell = lr_db_create_sibling(lk->db);
 		if (!lk->bell)
 			return BELL_FAILED;
@@ -75,10 +88,14 @@ static enum bell doorbell(struct lr_request *lk, unsigned ms)
 		lr_log_debug("no doorbell connection, polling: %s", lr_db_error(lk->bell));
 		return BELL_FAILED;
 	}
-	lr_db_set_op_timeout(lk->bell, ms + 5000);
+	lr_db_set_op_timeout(lk->bell, ms + answer_slack(lk));
 	r = lr_call_sleep(lk, lk->bell, ms, &woken);
 	if (r != LR_CALL_OK) {
 		lr_log_debug("doorbell: %s", lk->err);
+		/* A frozen Galera writer: the main connection is on the same
+		 * node, and leaves it now rather than after its own bound. */
+		if (lr_db_errno(lk->bell) == LR_DB_ETIMEDOUT)
+			lr_db_unanswered(lk->db);
 		return BELL_FAILED;
 	}
 	return woken || !lk->queued ? BELL_WOKEN : BELL_SLEPT;
@@ -106,14 +123,9 @@ static void chain(struct lr_request *lk, unsigned ms)
 		ms -= ms % 1000;
 	}
 	lr_sb_init(&sb);
-	/* MySQL's max_execution_time (a managed server's, say) would cut the
-	 * wait short: the hint sets this statement's own limit past it. */
-	lr_sb_puts(&sb, "SELECT ");
-	if (lr_db_is_mysql(lk->db))
-		lr_sb_printf(&sb, "/*+ MAX_EXECUTION_TIME(%u) */ ", ms + 5000);
-	lr_sb_printf(&sb, "GET_LOCK('%s', %u.%03u), RELEASE_LOCK('%s')", lk->wait_for, ms / 1000,
-	             ms % 1000, lk->wait_for);
-	lr_db_set_op_timeout(lk->db, ms + 5000);
+	lr_sb_printf(&sb, "SELECT GET_LOCK('%s', %u.%03u), RELEASE_LOCK('%s')", lk->wait_for,
+	             ms / 1000, ms % 1000, lk->wait_for);
+	lr_db_set_op_timeout(lk->db, ms + answer_slack(lk));
 	if (!sb.oom && lr_db_query(lk->db, lr_sb_str(&sb)) && (row = lr_db_fetch(lk->db)) &&
 	    row[0] && strcmp(row[0], "1") == 0)
 		snprintf(lk->stale_wait, sizeof(lk->stale_wait), "%s", lk->wait_for);
@@ -196,6 +208,10 @@ enum lr_wait lr_wait_turn(struct lr_request *lk, uint64_t deadline)
 			lr_request_nap(lk, least(lr_request_jitter(NAMED_MIN_MS), left));
 			return lr_request_canceled(lk) ? LR_WAIT_CANCELED : LR_WAIT_TRY;
 		}
+		/* The Galera writer changed: queue again there (the wake-up
+		 * lock and the doorbell are the node's). */
+		if (lk->galera && lr_db_follow(lk->db))
+			return LR_WAIT_TRY;
 		tell_host_queue(lk);
 		if (lk->at_head) {
 			unsigned ms = lk->galera ? GALERA_SLEEP_MS : HEAD_SLEEP_MS;

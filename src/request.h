@@ -34,6 +34,7 @@ struct lr_request {
 	uv_loop_t *loop;
 	lr_db *db;
 	lr_db *bell;           /* the head waiter's second connection (lockrun_sleep) */
+	unsigned bell_gen;     /* the main connection's generation it was opened beside */
 	struct lr_item *items; /* sorted by name, no duplicates */
 	size_t nitems;
 	struct lr_owner owner;

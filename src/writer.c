@@ -28,13 +28,15 @@ static bool split(char *member, char **ip, unsigned long *port)
  * The index of the configured host that is the cluster's writer: the first
  * member of INCOMING (wsrep_incoming_addresses: "address:port" entries
  * joined by commas) whose port is PORT and whose address MATCH says one of
- * the NHOSTS configured hosts has; -1 if no member is configured (or the
- * list is empty, "AUTO" or unparsable). Called after each new connection
- * to a Galera node, when more than one host is configured. No I/O of its
- * own; MATCH may look names up.
+ * the NHOSTS configured hosts has, passing over host h where SKIP[h] (SKIP
+ * may be NULL); -1 if no member is configured (or the list is empty,
+ * "AUTO" or unparsable), or every configured one is skipped. Called after
+ * each new connection to a Galera node, and now and then on a long-lived
+ * one, when more than one host is configured. No I/O of its own; MATCH
+ * may look names up.
  */
-long lr_writer_pick(const char *incoming, size_t nhosts, unsigned port, lr_writer_match_fn match,
-                    void *arg)
+long lr_writer_pick(const char *incoming, size_t nhosts, unsigned port, const bool *skip,
+                    lr_writer_match_fn match, void *arg)
 {
 	char *list, *member, *save = NULL, *ip;
 	unsigned long p;
@@ -49,7 +51,7 @@ long lr_writer_pick(const char *incoming, size_t nhosts, unsigned port, lr_write
 		if (!split(member, &ip, &p) || p != port)
 			continue;
 		for (size_t h = 0; h < nhosts && found < 0; h++)
-			if (match(h, ip, arg))
+			if ((!skip || !skip[h]) && match(h, ip, arg))
 				found = (long)h;
 	}
 	free(list);

@@ -8,6 +8,12 @@
  * agree, and so write the hot rows on one node, where Galera's certifying
  * of conflicting writes across nodes cannot stall them.
  *
+ * A member may be passed over (SKIP): one that says it is not Synced in
+ * the primary component (a state-transfer donor, a joiner), or that did
+ * not answer. A node knows only its own state, so every client asks the
+ * same member, the first of the agreed order, and hears the same answer:
+ * they pass it over alike and agree on the next one.
+ *
  * May use: nothing of lockrun's.
  */
 #ifndef LR_WRITER_H
@@ -20,7 +26,7 @@
  * the members list gives it). */
 typedef bool (*lr_writer_match_fn)(size_t host, const char *ip, void *arg);
 
-long lr_writer_pick(const char *incoming, size_t nhosts, unsigned port, lr_writer_match_fn match,
-                    void *arg);
+long lr_writer_pick(const char *incoming, size_t nhosts, unsigned port, const bool *skip,
+                    lr_writer_match_fn match, void *arg);
 
 #endif

@@ -15,15 +15,6 @@ bats_require_minimum_version 1.5.0
 load suite
 load ../helpers/records
 
-# The nodes that are up (the fault test restarts the one it kills, but a
-# failed run may leave one down).
-up_nodes() {
-	local n
-	for n in 1 2 3; do
-		lr_galera_running "$LR_GALERA" "$n" && echo "$n"
-	done
-}
-
 # ctl ARGS...: lockrunctl as the administrator (the runtime account may only
 # EXECUTE the procedures), through node 1.
 ctl() {
@@ -38,31 +29,10 @@ holds_everywhere() {
 	done
 }
 
-# Conflicts Galera resolved so far, summed over the nodes that are up:
-# certification failures and brute-force aborts.
-conflicts() {
-	local n sum=0 v
-	for n in $(up_nodes); do
-		v=$(lr_galera_sql "$LR_GALERA" "$n" "SELECT SUM(VARIABLE_VALUE)
-			FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN
-			('WSREP_LOCAL_CERT_FAILURES', 'WSREP_LOCAL_BF_ABORTS')")
-		sum=$((sum + ${v:-0}))
-	done
-	echo "$sum"
-}
-
 setup() {
 	worker_pids=()
-	# Every node must be up and synced: a test must not inherit the
-	# damage of one before it.
-	lr_galera_wait_cluster "$LR_GALERA" 3 60 1 2 3
-	gsql 1 "DELETE FROM lr_holds; DELETE FROM lr_waiters; DELETE FROM lr_grants;
-		DELETE FROM lr_resources; DELETE FROM lr_capacity_audit;"
-	# Records and logs go under LR_TMP, which tests/run-galera keeps when a
-	# test failed.
 	work=$LR_TMP/test$BATS_TEST_NUMBER
-	rm -rf "$work"
-	mkdir -p "$work"
+	fresh_cluster "$work"
 	rec=$work/rec
 	rcs=$work/rcs
 	: >"$rec"
@@ -725,7 +695,7 @@ teardown() {
 	run "$LOCKRUNCTL" -c "$LR_GALERA/local2.conf" doctor
 	assert_success
 	assert_line --regexp '^ok +galera +Galera node \(state Synced, cluster size 3\)'
-	assert_line --regexp "^ok +galera +\[database\] host lists 3 nodes: lockrun sends its lock calls"
+	assert_line --regexp "^ok +galera +\[database\] host lists 3 nodes and the cluster's writer node"
 	refute_output --partial innodb_lock_wait_timeout
 	run "$LOCKRUNCTL" -c "$LR_GALERA/node1.conf" doctor
 	assert_success
