@@ -1537,15 +1537,21 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
  * execute, after the prepare decided, and inside BEGIN NOT ATOMIC the
  * process list shows the inner statement with the values in.
  * MySQL shows every parameter in the process list anyway (lr_db_call
- * sends its CALLs as text there), and its max_execution_time limits only
- * SELECTs (lockwait's GET_LOCK carries a hint against it): nothing is sent
- * there, and call_text turns autocommit on when an answer says it is off.
+ * sends its CALLs as text there), but its slow log is read by more people
+ * than the sessions of lockrun's account (log shippers, a managed
+ * service's console), and a waiter's CALL outlasts a short
+ * long_query_time: so MySQL gets the same round trip, with its own names
+ * (long_query_time; max_execution_time, which limits SELECTs such as
+ * lockwait's GET_LOCK).
  */
 static bool quiet_session(lr_db *db)
 {
-	if (db->quiet || lr_db_is_mysql(db))
+	if (db->quiet)
 		return true;
-	if (!lr_db_query(db, mysql_get_server_version(db->m) >= 101100
+	if (!lr_db_query(db, lr_db_is_mysql(db) ? "SET SESSION long_query_time = 31536000, "
+	                                          "SESSION autocommit = 1, "
+	                                          "SESSION max_execution_time = 0"
+	                     : mysql_get_server_version(db->m) >= 101100
 	                         ? "SET SESSION log_slow_query = 0, SESSION autocommit = 1, "
 	                           "SESSION max_statement_time = 0"
 	                         : "SET SESSION sql_log_slow = 0, SESSION autocommit = 1, "
@@ -1800,18 +1806,6 @@ static bool call_text(lr_db *db, const char *sql, const char *const *params, uns
 	}
 	ok = query(db, lr_sb_str(&sb), sql);
 	lr_sb_finish(&sb);
-	/* The answer's status says whether autocommit is on: off only where
-	 * an init_connect (or the global default) turned it off, and then it
-	 * is turned on once, keeping the answer. One round trip then. */
-	if (ok && db->m && !(db->m->server_status & SERVER_STATUS_AUTOCOMMIT)) {
-		MYSQL_RES *answer = db->res;
-		db->res = NULL;
-		ok = lr_db_query(db, "SET SESSION autocommit = 1");
-		free_result(db);
-		db->res = answer;
-		if (!ok)
-			free_result(db);
-	}
 	return ok;
 }
 
