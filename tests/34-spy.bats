@@ -86,6 +86,16 @@ print(",".join("\x27%s\x27" % i for i in json.load(open(sys.argv[1]))["ids"]) or
 		WHERE i.resource = 'spy' AND g.end_reason <> 'exited'")" 0
 }
 
+# run_behind SECONDS: a holder of spy-slow for SECONDS, and a run that
+# waits behind it (its result in $status and $output, as by run).
+run_behind() {
+	"$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-slow -- sleep "$1" 3>&- &
+	local holder=$!
+	lr_wait_eq 1 holds spy-slow
+	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -w 10 -x spy-slow -- true
+	wait "$holder" || fail "the holder exited $?"
+}
+
 @test "lockrun's own statements stay out of the slow log: with it on, the spy still reads only '?'" {
 	local spy=$BATS_TEST_TMPDIR/spy.json
 	if lr_server_is_mysql; then
@@ -97,11 +107,7 @@ print(",".join("\x27%s\x27" % i for i in json.load(open(sys.argv[1]))["ids"]) or
 	sleep 0.5
 	# A waiter behind a holder: its wait is a statement in flight long
 	# enough for the spy to read it, whatever the sampling's luck.
-	"$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-slow -- sleep 2 3>&- &
-	local holder=$!
-	lr_wait_eq 1 holds spy-slow
-	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -w 10 -x spy-slow -- true
-	wait "$holder" || fail "the holder exited $?"
+	run_behind 2
 	sql "SET GLOBAL log_slow_query = 0, GLOBAL long_query_time = 10"
 	assert_success
 	wait "$spy_pid"
@@ -121,11 +127,7 @@ print(",".join("\x27%s\x27" % i for i in d["ids"]) or "NULL")' "$spy"
 	lr_server_is_mysql || skip "MariaDB's case is the test above"
 	sql "SET GLOBAL log_output = 'TABLE', GLOBAL long_query_time = 0, GLOBAL slow_query_log = 1"
 	sql "TRUNCATE mysql.slow_log"
-	"$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-slow -- sleep 1 3>&- &
-	local holder=$!
-	lr_wait_eq 1 holds spy-slow
-	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -w 10 -x spy-slow -- true
-	wait "$holder" || fail "the holder exited $?"
+	run_behind 1
 	sql "SELECT 'spy-slow-probe'"
 	local logged calls
 	logged=$(sql "SELECT COUNT(*) FROM mysql.slow_log WHERE sql_text LIKE '%spy-slow-probe%'")
