@@ -15,6 +15,9 @@
 #include "dbio.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,16 +152,35 @@ static void start_tls_library(const struct lr_db_params *p)
 	OPENSSL_init_crypto(opts, NULL);
 }
 
-/* The names the server's certificate carries (read_names), for the error
- * that says it names another host. One buffer: the process connects one
- * handle at a time. */
-static char peer_names[256];
+/*
+ * One login in progress: what on_pvio needs while the connector runs it
+ * (the name the certificate must carry, what the server asked for), and,
+ * when it runs on a thread of its own (login_on_thread), what that thread
+ * needs: copies of the credentials, since a login given up on outlives
+ * the wait for it, and the handle is then the thread's to close.
+ */
+struct login {
+	MYSQL *m;
+	char *tls_name;     /* the configured name the certificate must carry, or NULL */
+	bool named;         /* tls_name was put in place before the certificate was checked */
+	bool reading_names; /* a login only to read what the certificate names */
+	char plugin[64];    /* the plugin the server last asked to switch to */
+	char names[256];    /* what the certificate names (reading_names) */
+
+	char *ip, *user, *password, *database; /* for the thread */
+	unsigned port;
+	MYSQL *ret;
+	atomic_int state; /* LOGIN_RUNNING, LOGIN_DONE or LOGIN_ABANDONED */
+	uv_async_t *wake;
+};
+
+enum { LOGIN_RUNNING, LOGIN_DONE, LOGIN_ABANDONED };
 
 #ifdef LR_CONNECTOR_PVIO
 
 /* Puts the certificate's subjectAltNames (else its common name) into
- * peer_names. Local work. */
-static void note_names(X509 *cert)
+ * l->names. Local work. */
+static void note_names(struct login *l, X509 *cert)
 {
 	GENERAL_NAMES *gens = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
 	struct lr_sb sb;
@@ -182,33 +204,33 @@ static void note_names(X509 *cert)
 	if (!sb.len && X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf,
 	                                         sizeof(buf)) > 0)
 		lr_sb_printf(&sb, "CN=%s", buf);
-	snprintf(peer_names, sizeof(peer_names), "%s", sb.oom ? "" : lr_sb_str(&sb));
+	snprintf(l->names, sizeof(l->names), "%s", sb.oom ? "" : lr_sb_str(&sb));
 	lr_sb_finish(&sb);
 }
 
 /* At the first read after the TLS handshake of a read_names connection:
  * what the certificate names. Local work. */
-static void peer_read(MYSQL *m)
+static void peer_read(struct login *l)
 {
-	MARIADB_PVIO *pvio = m->net.pvio;
+	MARIADB_PVIO *pvio = l->m->net.pvio;
 	X509 *cert;
 
-	if (pvio && pvio->ctls && pvio->ctls->ssl && !peer_names[0] &&
+	if (pvio && pvio->ctls && pvio->ctls->ssl && !l->names[0] &&
 	    (cert = SSL_get1_peer_certificate(pvio->ctls->ssl))) {
-		note_names(cert);
+		note_names(l, cert);
 		X509_free(cert);
 	}
 }
 #else
-static void peer_read(MYSQL *m)
+static void peer_read(struct login *l)
 {
-	(void)m;
+	(void)l;
 }
 #endif
 
-/* The handle being connected, for on_pvio: the process connects one
- * handle at a time. */
-static lr_db *connecting;
+/* The login this thread runs, for on_pvio: each thread runs at most one
+ * at a time (the loop's thread, or a login_on_thread's). */
+static _Thread_local struct login *connecting;
 
 /*
  * Makes the connector check the server's certificate against the
@@ -223,23 +245,24 @@ static lr_db *connecting;
  * place (the connector frees m->host with free()). An address in the
  * config stays an address, and is checked as one. Connector/C 3.3 and
  * 3.4 run the handshake itself in blocking reads, with no wait handed
- * back to the non-blocking API, so that write is the last moment lockrun
- * has. It sends no SNI: the server cannot pick a certificate by name.
+ * back to the non-blocking API (hence login_on_thread), so that write is
+ * the last moment lockrun has. It sends no SNI: the server cannot pick a
+ * certificate by name.
  * Local work, no system call.
  */
-static void on_name(lr_db *db, MYSQL *m)
+static void on_name(struct login *l, MYSQL *m)
 {
 	char *name;
 
-	if (!db->tls_name || db->named || !m->host)
+	if (!l->tls_name || l->named || !m->host)
 		return;
-	if (strcmp(m->host, db->tls_name) != 0) {
-		if (!(name = strdup(db->tls_name)))
+	if (strcmp(m->host, l->tls_name) != 0) {
+		if (!(name = strdup(l->tls_name)))
 			return;
 		free(m->host);
 		m->host = name;
 	}
-	db->named = true;
+	l->named = true;
 }
 
 /* The callback of the connector's I/O layer: on_name while connecting,
@@ -247,19 +270,19 @@ static void on_name(lr_db *db, MYSQL *m)
  * them at the first read after the TLS handshake. Local work. */
 static void on_pvio(int mode, MYSQL *m, const unsigned char *buf, size_t len)
 {
-	lr_db *db = connecting;
+	struct login *l = connecting;
 
-	if (!db || db->m != m)
+	if (!l || l->m != m)
 		return;
-	if (!db->reading_names) {
-		on_name(db, m);
+	if (!l->reading_names) {
+		on_name(l, m);
 		/* The server's request to switch plugins (0xFE, the name, NUL),
 		 * at the start of a read: the plugin set_options may refuse,
 		 * which the connector's error misnames. */
 		if (mode == 0 && (ssize_t)len > 5 && buf[4] == 0xFE && memchr(buf + 5, 0, len - 5))
-			snprintf(db->plugin, sizeof(db->plugin), "%s", (const char *)buf + 5);
+			snprintf(l->plugin, sizeof(l->plugin), "%s", (const char *)buf + 5);
 	} else if (mode == 0) {
-		peer_read(m);
+		peer_read(l);
 	}
 }
 
@@ -340,53 +363,229 @@ static bool check_version(lr_db *db)
 	return false;
 }
 
-/* After a connect, whatever its outcome: the login is over. Connector/C
- * 3.3 never frees the server_public_key it keeps per handle (44 bytes
- * or so per connection, a leak); setting it to nothing frees it. */
-static void connected(lr_db *db)
-{
-	connecting = NULL;
-	if (db->p->server_public_key)
-		mysql_options(db->m, MYSQL_SERVER_PUBLIC_KEY, NULL);
-}
-
 /* Frees the handle of a connect that did not succeed, without waiting
  * on its socket. */
 static void drop_handle(lr_db *db)
 {
+	if (!db->m)
+		return;
 	lr_dbio_shut(db);
 	mysql_close(db->m);
 	db->m = NULL;
 	lr_dbio_drop_poll(db);
 }
 
+/* After a login, whatever its outcome. Connector/C 3.3 never frees the
+ * server_public_key it keeps per handle (44 bytes or so per connection,
+ * a leak); setting it to nothing frees it. */
+static void login_over(const struct lr_db_params *p, MYSQL *m)
+{
+	if (p->server_public_key)
+		mysql_options(m, MYSQL_SERVER_PUBLIC_KEY, NULL);
+}
+
+/* Frees a login (its handle is no longer its own), the password's copy
+ * wiped first. Accepts NULL. Local work. */
+static void login_destroy(struct login *l)
+{
+	if (!l)
+		return;
+	if (l->password)
+		explicit_bzero(l->password, strlen(l->password));
+	free(l->tls_name);
+	free(l->ip);
+	free(l->user);
+	free(l->password);
+	free(l->database);
+	free(l);
+}
+
+/* A new login for the configured name (NULL: the address is checked as
+ * itself), with copies of what a thread of its own needs; NULL when out
+ * of memory. Local work. */
+static struct login *login_create(const char *name, const char *ip, const char *user,
+                                  const char *password, const char *database, unsigned port)
+{
+	struct login *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->port = port;
+	atomic_init(&l->state, LOGIN_RUNNING);
+	if ((name && !(l->tls_name = strdup(name))) || (ip && !(l->ip = strdup(ip))) ||
+	    (user && !(l->user = strdup(user))) ||
+	    (password && !(l->password = strdup(password))) ||
+	    (database && !(l->database = strdup(database)))) {
+		login_destroy(l);
+		return NULL;
+	}
+	return l;
+}
+
+static void *login_main(void *arg)
+{
+	struct login *l = arg;
+	int running = LOGIN_RUNNING;
+
+	connecting = l;
+	l->ret = mysql_real_connect(l->m, l->ip, l->user, l->password, l->database, l->port, NULL,
+	                            l->reading_names ? 0 : CLIENT_FOUND_ROWS);
+	connecting = NULL;
+	if (atomic_compare_exchange_strong(&l->state, &running, LOGIN_DONE)) {
+		uv_async_send(l->wake);
+		return NULL;
+	}
+	/* Given up on (login_on_thread): nobody waits for it any more. */
+	mysql_options(l->m, MYSQL_SERVER_PUBLIC_KEY, NULL); /* as login_over */
+	mysql_close(l->m);
+	login_destroy(l);
+	return NULL;
+}
+
+static void on_login_done(uv_async_t *a)
+{
+	uv_stop(a->loop);
+}
+
+static void free_async(uv_handle_t *h)
+{
+	free(h);
+}
+
+/*
+ * Runs login l with the connector's blocking API on a thread of its own,
+ * while this one runs the loop, as lr_dbio_drive does: signals, timers
+ * and child exits are served. Used where TLS may be started: Connector/C
+ * runs the TLS handshake in blocking reads of up to connect_timeout each,
+ * even under its non-blocking API, and a server or path that stalls in
+ * the middle of it would otherwise hold the loop, and with it the
+ * lease's deadline, that long. At timeout_ms or the cancel flag the login
+ * is given up: the thread and the handle are left to finish and free
+ * themselves, and false is returned with db->m NULL and the error set;
+ * so too when no thread can be started (nothing is left running).
+ * Otherwise db->m is the handle, with the socket non-blocking again (the
+ * connector leaves it blocking), and true means the connector's login
+ * succeeded. Costs the login's round trips, a thread start (two
+ * sigprocmasks around it) and a fcntl.
+ */
+static bool login_on_thread(lr_db *db, struct login *l, unsigned timeout_ms, bool *abandoned)
+{
+	sigset_t all, old;
+	pthread_t t;
+	int running = LOGIN_RUNNING, fd, fl;
+	bool started;
+
+	*abandoned = false;
+	if (!(l->wake = malloc(sizeof(*l->wake))) ||
+	    uv_async_init(db->loop, l->wake, on_login_done)) {
+		free(l->wake);
+		l->wake = NULL;
+		drop_handle(db);
+		lr_dbio_set_error(db, CR_OUT_OF_MEMORY, "out of memory");
+		return false;
+	}
+	/* Signals stay with this thread, whose loop serves them. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	started = pthread_create(&t, NULL, login_main, l) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!started) {
+		uv_close((uv_handle_t *)l->wake, free_async);
+		drop_handle(db);
+		lr_dbio_set_error(db, CR_OUT_OF_MEMORY, "%s: could not start a thread", db->server);
+		return false;
+	}
+	lr_dbio_start_deadline(db, timeout_ms);
+	while (atomic_load(&l->state) == LOGIN_RUNNING) {
+		if ((db->expired || (db->cancel && *db->cancel)) &&
+		    atomic_compare_exchange_strong(&l->state, &running, LOGIN_ABANDONED)) {
+			*abandoned = true;
+			break;
+		}
+		running = LOGIN_RUNNING;
+		uv_run(db->loop, UV_RUN_ONCE);
+	}
+	lr_dbio_stop_deadline(db);
+	if (*abandoned) {
+		/* The thread no longer touches l->wake (login_main). */
+		uv_close((uv_handle_t *)l->wake, free_async);
+		pthread_detach(t);
+		db->m = NULL;
+		if (db->expired)
+			lr_dbio_set_error(db, LR_DB_ETIMEDOUT, "%s: no answer within %.1f s",
+			                  db->server, timeout_ms / 1000.0);
+		else
+			lr_dbio_set_error(db, LR_DB_ECANCELED, "%s: connect interrupted",
+			                  db->server);
+		return false;
+	}
+	/* Its uv_async_send may still be under way: joined first. */
+	pthread_join(t, NULL);
+	uv_close((uv_handle_t *)l->wake, free_async);
+	fd = (int)mysql_get_socket(l->m);
+	if (fd >= 0 && (fl = fcntl(fd, F_GETFL)) >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	login_over(db->p, l->m);
+	db->ret_conn = l->ret;
+	return l->ret != NULL;
+}
+
+/*
+ * Runs login l on its handle db->m, to ip (NULL: the unix socket): on the
+ * loop with the connector's non-blocking API, or on a thread of its own
+ * where TLS may be started over TCP (login_on_thread). True when the
+ * connector logged in. On false, db->m is the failed handle, or NULL
+ * when the login was given up on (*abandoned: l and the handle now
+ * belong to its thread). Costs the login's round trips.
+ */
+static bool login(lr_db *db, struct login *l, const char *ip, unsigned timeout_ms, bool *abandoned)
+{
+	const struct lr_db_params *p = db->p;
+	int st;
+
+	*abandoned = false;
+	l->m = db->m;
+	if (ip && tls_possible(p))
+		return login_on_thread(db, l, timeout_ms, abandoned);
+	db->expired = db->aborting = false;
+	connecting = l;
+	st = mysql_real_connect_start(&db->ret_conn, db->m, ip, l->user, l->password, l->database,
+	                              l->port, ip ? NULL : p->socket,
+	                              l->reading_names ? 0 : CLIENT_FOUND_ROWS);
+	if (st)
+		lr_dbio_drive(db, st, cont_connect, timeout_ms);
+	connecting = NULL;
+	login_over(p, db->m);
+	return db->ret_conn != NULL;
+}
+
 #ifdef LR_CONNECTOR_PVIO
 /*
  * After the server's certificate was found not to name the configured
- * host: what it names, for the error. A second connection to the same
- * address, with TLS as configured but the name left unchecked, logs in
- * as no user with no password (nothing for anyone in the path to read);
- * on_pvio notes the certificate at its first read after the handshake.
- * Only on that failure; costs a connect.
+ * host: what it names, into names (256 bytes), for the error. A second
+ * connection to the same address, with TLS as configured but the name
+ * left unchecked, logs in as no user with no password (nothing for
+ * anyone in the path to read); on_pvio notes the certificate at its first
+ * read after the handshake. Only on that failure; costs a connect.
  */
-static void read_names(lr_db *db, const char *ip, unsigned timeout_ms)
+static void read_names(lr_db *db, const char *ip, unsigned timeout_ms, char *names)
 {
+	struct login *l = login_create(NULL, ip, "", NULL, NULL, db->p->port);
 	my_bool no = 0;
-	int st;
+	bool abandoned = false;
 
-	if (!(db->m = mysql_init(NULL)))
-		return;
+	if (!l || !(db->m = mysql_init(NULL)))
+		goto out;
 	set_options(db, db->m, true);
 	mysql_options(db->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &no);
-	db->reading_names = true;
-	connecting = db;
-	st = mysql_real_connect_start(&db->ret_conn, db->m, ip, "", NULL, NULL, db->p->port, NULL,
-	                              0);
-	if (st)
-		lr_dbio_drive(db, st, cont_connect, timeout_ms);
-	connected(db);
-	db->reading_names = false;
+	l->reading_names = true;
+	login(db, l, ip, timeout_ms, &abandoned);
+	if (!abandoned)
+		snprintf(names, 256, "%s", l->names);
 	drop_handle(db);
+out:
+	if (!abandoned)
+		login_destroy(l);
 }
 #endif
 
@@ -394,40 +593,40 @@ static void read_names(lr_db *db, const char *ip, unsigned timeout_ms)
  * own words where the connector's would not say what to do: a plugin
  * refused by set_options, a certificate that names another host (then
  * with read_names: costs a connect). Closes the failed handle. */
-static void connect_failed(lr_db *db, const char *ip, unsigned timeout_ms)
+static void connect_failed(lr_db *db, const struct login *l, const char *ip, unsigned timeout_ms)
 {
 	const char *msg = mysql_error(db->m);
+	char names[256] = "";
 	bool other_name;
 
 	lr_dbio_take_error(db, "connect", timeout_ms);
 	/* Connector/C 3.3's words, then 3.4's. */
-	other_name = db->err == CR_SSL_CONNECTION_ERROR && db->named &&
+	other_name = db->err == CR_SSL_CONNECTION_ERROR && l->named &&
 	             (strstr(msg, "Validation of SSL server certificate failed") ||
 	              strstr(msg, "Hostname verification failed"));
 	if (db->err == CR_PLUGIN_NOT_ALLOWED)
 		lr_dbio_set_error(
 		    db, CR_PLUGIN_NOT_ALLOWED,
 		    "%s: the account logs in with %s, which over TCP without TLS %s (%u)",
-		    db->server, *db->plugin ? db->plugin : "a plugin lockrun does not allow there",
-		    *db->plugin && strstr(RSA_AUTH_PLUGINS, db->plugin)
+		    db->server, *l->plugin ? l->plugin : "a plugin lockrun does not allow there",
+		    *l->plugin && strstr(RSA_AUTH_PLUGINS, l->plugin)
 		        ? "sends the password under an RSA key nobody verified; set ssl_ca "
 		          "(TLS), server_public_key, or allow_public_key_retrieval = true"
 		        : "could expose the password; set ssl_ca (TLS)",
 		    CR_PLUGIN_NOT_ALLOWED);
 	drop_handle(db);
 	if (other_name && !(db->cancel && *db->cancel)) {
-		peer_names[0] = '\0';
 #ifdef LR_CONNECTOR_PVIO
-		read_names(db, ip, timeout_ms);
+		read_names(db, ip, timeout_ms, names);
 		lr_dbio_set_error(db, CR_SSL_CONNECTION_ERROR,
 		                  "%s: the server's certificate does not name %s; it names %s (%u)",
-		                  db->server, db->tls_name,
-		                  peer_names[0] ? peer_names : "no host name",
+		                  db->server, l->tls_name, names[0] ? names : "no host name",
 		                  CR_SSL_CONNECTION_ERROR);
 #else
+		(void)names;
 		lr_dbio_set_error(db, CR_SSL_CONNECTION_ERROR,
 		                  "%s: the server's certificate does not name %s (%u)", db->server,
-		                  db->tls_name, CR_SSL_CONNECTION_ERROR);
+		                  l->tls_name, CR_SSL_CONNECTION_ERROR);
 #endif
 	}
 }
@@ -438,13 +637,16 @@ static void connect_failed(lr_db *db, const char *ip, unsigned timeout_ms)
  * address itself: the address). On success the handle is kept and its
  * socket marked close-on-exec, so a child never inherits it. Costs the
  * connector's handshake round trips (and a connect more when the
- * certificate names another host: connect_failed).
+ * certificate names another host: connect_failed), and with TLS possible
+ * a thread start (login_on_thread).
  */
 static bool try_connect(lr_db *db, const char *ip, const char *name, const char *label)
 {
 	const struct lr_db_params *p = db->p;
 	unsigned timeout_ms = p->connect_timeout * 1000;
-	int st, fd;
+	struct login *l = NULL;
+	bool ok = false, abandoned = false;
+	int fd;
 
 	/* A move to the Galera writer is a probe: a node that does not
 	 * greet us within it (frozen, overloaded) is passed over. */
@@ -453,28 +655,19 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 
 	snprintf(db->server, sizeof(db->server), "%s", label);
 	db->expired = db->aborting = false;
-	db->tls_name = name && ip && strcmp(name, ip) != 0 ? name : NULL;
-	db->named = false;
-	db->plugin[0] = '\0';
-	db->m = mysql_init(NULL);
-	if (!db->m) {
+	l = login_create(name && ip && strcmp(name, ip) != 0 ? name : NULL, ip, p->user,
+	                 p->password, p->database, p->port);
+	if (!l || !(db->m = mysql_init(NULL))) {
 		lr_dbio_set_error(db, CR_OUT_OF_MEMORY, "out of memory");
-		return false;
+		goto out;
 	}
 	set_options(db, db->m, ip != NULL);
-	connecting = db;
-	st = mysql_real_connect_start(&db->ret_conn, db->m, ip, p->user, p->password, p->database,
-	                              p->port, ip ? NULL : p->socket, CLIENT_FOUND_ROWS);
-	if (st)
-		lr_dbio_drive(db, st, cont_connect, timeout_ms);
-	connected(db);
-	if (!db->ret_conn) {
-		connect_failed(db, ip, timeout_ms);
-		db->tls_name = NULL;
-		return false;
+	if (!login(db, l, ip, timeout_ms, &abandoned)) {
+		if (db->m)
+			connect_failed(db, l, ip, timeout_ms);
+		goto out;
 	}
 	snprintf(db->cur_ip, sizeof(db->cur_ip), "%s", ip ? ip : "");
-	db->tls_name = NULL;
 	fd = (int)mysql_get_socket(db->m);
 	if (fd >= 0)
 		fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
@@ -487,11 +680,11 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 		    "the server did not offer it",
 		    db->server);
 		lr_db_disconnect(db);
-		return false;
+		goto out;
 	}
 	if (!db->any_server && !check_version(db)) {
 		lr_db_disconnect(db);
-		return false;
+		goto out;
 	}
 	/* A server may accept logins before it serves queries (a Galera node
 	 * still joining answers 1047): find out now, while other hosts can
@@ -500,12 +693,16 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 	 * server: only the doctor stays connected to one, to report on it. */
 	if (db->probe && lr_db_supported(db) && !ask(db, "SELECT 1")) {
 		lr_db_disconnect(db);
-		return false;
+		goto out;
 	}
 	db->err = 0;
 	db->generation++;
 	lr_dbio_watch_idle(db);
-	return true;
+	ok = true;
+out:
+	if (!abandoned)
+		login_destroy(l);
+	return ok;
 }
 
 /* A name lookup on libuv's thread pool. It lives on the heap: one we stop

@@ -68,23 +68,19 @@ struct lr_db {
 
 	/* The connecting part (dbconn.c). */
 	const struct lr_db_params *p;
-	bool probe;           /* check a new connection with SELECT 1 */
-	bool any_server;      /* keep a connection to any server (lr_db_allow_any_server) */
-	size_t first_host;    /* where the next connect starts in the host list */
-	size_t cur_host;      /* the host of the current connection */
-	char cur_ip[64];      /* its address, "" for the unix socket */
-	int galera;           /* the hosts are Galera nodes: -1 not known yet, 0 no, 1 yes */
-	bool following;       /* connecting to the Galera writer (follow_writer) */
-	uint64_t checked_ms;  /* when follow_writer last asked (monotonic ms) */
-	uint64_t *passed;     /* per configured host, until when it is no writer (ms) */
-	size_t suspect;       /* 1 + the writer that let a statement run out of time, or 0 */
-	bool probing;         /* this connect is a probe of a Galera writer (GALERA_PROBE_MS) */
-	bool sibling;         /* starts at its parent's host and asks no writer */
-	char **host_ips;      /* per configured host, its addresses joined by spaces, or NULL */
-	const char *tls_name; /* the configured name the certificate must carry, while connecting */
-	bool named;           /* tls_name was put in place before the certificate was checked */
-	bool reading_names;   /* connecting to read what the certificate names (read_names) */
-	char plugin[64];      /* the plugin the server last asked to switch to, while connecting */
+	bool probe;          /* check a new connection with SELECT 1 */
+	bool any_server;     /* keep a connection to any server (lr_db_allow_any_server) */
+	size_t first_host;   /* where the next connect starts in the host list */
+	size_t cur_host;     /* the host of the current connection */
+	char cur_ip[64];     /* its address, "" for the unix socket */
+	int galera;          /* the hosts are Galera nodes: -1 not known yet, 0 no, 1 yes */
+	bool following;      /* connecting to the Galera writer (follow_writer) */
+	uint64_t checked_ms; /* when follow_writer last asked (monotonic ms) */
+	uint64_t *passed;    /* per configured host, until when it is no writer (ms) */
+	size_t suspect;      /* 1 + the writer that let a statement run out of time, or 0 */
+	bool probing;        /* this connect is a probe of a Galera writer (GALERA_PROBE_MS) */
+	bool sibling;        /* starts at its parent's host and asks no writer */
+	char **host_ips;     /* per configured host, its addresses joined by spaces, or NULL */
 };
 
 /* Continues a non-blocking operation after the events in status. */
