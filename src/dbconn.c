@@ -422,6 +422,9 @@ static struct login *login_create(const char *name, const char *ip, const char *
 	return l;
 }
 
+/* The thread of login_on_thread: the connector's blocking login, then
+ * either a wake-up for the loop that waits for it, or, given up on, the
+ * handle closed and the login freed by the thread itself. */
 static void *login_main(void *arg)
 {
 	struct login *l = arg;
