@@ -47,7 +47,10 @@ note() {
 }
 
 @test "a stream of readers does not keep a waiting writer out" {
-	"$LOCKRUN" --read doc -- sh -c "$(rec_cmd "$rec" R0 -- 1.5)" 3>&- &
+	local go=$BATS_TEST_TMPDIR/go
+	# The first reader stays until the writer waits and readers came
+	# behind it, however slow the machine.
+	"$LOCKRUN" --read doc -- sh -c "$(rec_cmd "$rec" R0 -- until "$go")" 3>&- &
 	lr_wait_eq 1 holds doc
 	"$LOCKRUN" --write doc -- sh -c "$(rec_cmd "$rec" W -- 0.3)" 3>&- &
 	lr_wait_eq 1 waiters doc
@@ -57,6 +60,7 @@ note() {
 	for i in $(seq 15); do
 		"$LOCKRUN" --read doc -- sh -c "$(rec_cmd "$rec" L -- 0.5)" 3>&- &
 		sleep 0.2
+		((i != 5)) || touch "$go"
 	done
 	wait
 	# The writer went in right after the first reader left, before any

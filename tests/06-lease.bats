@@ -248,23 +248,30 @@ no_rows() {
 }
 
 @test "a run granted with others queued behind has its release prepared once, which releases nothing" {
-	"$LOCKRUN" -x prep -- sleep 1 &
+	local go=$BATS_TEST_TMPDIR/go
+	# The holder and W1's command each stay until the test lets them go,
+	# so that the order below does not rest on how fast lockrun starts.
+	"$LOCKRUN" -x prep -- sh -c "while [ ! -e $go.H ]; do sleep 0.01; done" &
 	pids+=($!)
 	lr_wait_eq 1 holds prep
 	log_on
 	# Own places in the database's queue, not the host's: W1 is handed the
 	# lock with W2 behind it.
-	"$LOCKRUN" --no-local-queue -w 30 -x prep -- sh -c "sleep 0.5; $(rec_cmd "$rec" W1)" &
+	"$LOCKRUN" --no-local-queue -w 30 -x prep -- \
+		sh -c "while [ ! -e $go.W1 ]; do sleep 0.01; done; $(rec_cmd "$rec" W1)" &
 	local w1=$!
 	pids+=("$w1")
 	lr_wait_eq 1 sql "SELECT COUNT(*) FROM lr_waiters WHERE resource = 'prep'"
 	"$LOCKRUN" --no-local-queue -w 30 -x prep -- true &
 	local w2=$!
 	pids+=("$w2")
+	lr_wait_eq 2 sql "SELECT COUNT(*) FROM lr_waiters WHERE resource = 'prep'"
+	touch "$go.H"
 	lr_wait_eq 1 sql "SELECT COUNT(*) FROM mysql.general_log WHERE argument LIKE 'CALL lockrun_release(NULL%'"
 	# Prepared while W1's command runs, and W1 still holds the lock.
 	assert_equal "$(holds prep)" 1
 	[[ ! -s $rec ]] || fail "the command was done before the release was prepared"
+	touch "$go.W1"
 	wait "$w1"
 	wait "$w2"
 	assert_equal "$(sql "SELECT COUNT(*) FROM mysql.general_log WHERE argument LIKE 'CALL lockrun_release(NULL%'")" 1
