@@ -12,7 +12,11 @@
 # How: contend (bench/lib.bash) runs the loops of `TOOL LOCK -- stamp FILE`
 # for CONT_SECS after CONT_WARM_US of start-up; cont_stats and rw_stats
 # read the stamps, cont_cpu the machine's and the server's CPU ticks;
-# cont_bound runs the same loops of the stamp helper alone.
+# cont_bound runs the same loops of the stamp helper alone. Then the mutex
+# again at 8 loops (or the most measured) with a CPU hog beside it, one
+# busy loop per CPU (cont_hog), for `lockrun -x` on each server and
+# `etcdctl lock` once: both contestants share the CPUs with the same
+# other work, as on a host that does more than lock.
 # Each run appends its rows to data/cont.rows and its figures to
 # data/cont.cpu; contention_page, once all servers ran, writes to the page:
 # the contention table (lockrun's rows of each server side by side), the
@@ -85,6 +89,11 @@ cont_row() {
 	if ((n <= cap)); then
 		p50=- p99=-
 	fi
+	# With the hog beside, the machine's CPU is the hog's as much as the
+	# loops': only the server's share per grant means something.
+	if [[ $key == *-hog ]]; then
+		busy=- cpu=-
+	fi
 	cont_line "$key" "$n" "$g" "$(fmt_ms "$p50")" "$(fmt_ms "$p99")" "$fails" "$bad" "$busy" "$cpu" "$srv"
 	echo "$DB_NAME $key $n $g $busy $cpu $srv" >>"$T/data/cont.cpu"
 }
@@ -152,6 +161,24 @@ cont_bound_page() {
 		"grants/s above are then ratios of CPU time per grant, not of time spent waiting."
 }
 
+# cont_hog: starts one busy loop per CPU (HOG_PIDS), the same for every
+# contestant; cont_hog stop ends them.
+cont_hog() {
+	local i
+	if [[ ${1:-} == stop ]]; then
+		kill "${HOG_PIDS[@]}" 2>/dev/null || true
+		wait "${HOG_PIDS[@]}" 2>/dev/null || true # 143: the TERM just sent
+		HOG_PIDS=()
+		return 0
+	fi
+	HOG_PIDS=()
+	for ((i = 0; i < $(nproc); i++)); do
+		bash -c 'while :; do :; done' &
+		HOG_PIDS+=($!)
+	done
+	BG_PIDS+=("${HOG_PIDS[@]}")
+}
+
 section_contention() {
 	local n g gw p50 p99 bad fails nw busy cpu srv
 	"$LOCKRUNCTL" -c "$T/db/admin.conf" -q set cont-sem 3
@@ -175,6 +202,14 @@ section_contention() {
 		echo "$DB_NAME lr-rw $n $g $busy $cpu $srv" >>"$T/data/cont.cpu"
 	done
 	((DB_FIRST)) && cont_bound
+	n=$(cont_bound_loops)
+	log "contention: $n loops with a CPU hog beside ($(nproc) busy loops)"
+	cont_hog
+	cont_row "$n" lr-hog 1 "lockrun -x (mutex), CPU hog beside" "$LOCKRUN" -x "cont-hog-$n" --
+	if ((DB_FIRST)); then
+		cont_row "$n" et-hog 1 "etcdctl lock, CPU hog beside" "${ETCDCTL[@]}" lock "cont-hog-$n" --
+	fi
+	cont_hog stop
 	return 0
 }
 
@@ -201,8 +236,10 @@ contention_page() {
 		"| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	for n in "${LOOPS[@]}"; do
 		nw=$((n / 8 > 1 ? n / 8 : 1))
-		for key in lr-mx et-mx fl-mx lr-sem lr-rw; do
+		for key in lr-mx et-mx fl-mx lr-sem lr-rw lr-hog et-hog; do
 			case $key in
+			lr-hog) label="lockrun -x (mutex), CPU hog beside" ;;
+			et-hog) label="etcdctl lock, CPU hog beside" ;;
 			lr-mx) label="lockrun -x (mutex)" ;;
 			et-mx) label="etcdctl lock" ;;
 			fl-mx) label="flock" ;;
@@ -213,7 +250,7 @@ contention_page() {
 				line=$(awk -F '\t' -v k="$key $n $s" '$1 == k { print $2 }' "$T/data/cont.rows")
 				[[ -n $line ]] || continue
 				case $key in
-				et-mx) md "| $label | etcd | $n |$line" ;;
+				et-mx | et-hog) md "| $label | etcd | $n |$line" ;;
 				fl-mx) md "| $label | - | $n |$line" ;;
 				*) md "| $label | $(db_label "$s") | $n |$line" ;;
 				esac
@@ -240,6 +277,13 @@ contention_page() {
 		line+="${line:+, }lockrun on $(db_label "$s") $lr ($(ratio "$lr" "$(cont_g "$first" et-mx "$n")")× etcdctl, $(ratio "$lr" "$(cont_g "$first" fl-mx "$n")")× flock)"
 	done
 	headline "Mutex grants/s with $n loops: $line; etcdctl $(cont_g "$first" et-mx "$n"), flock $(cont_g "$first" fl-mx "$n")."
+	line=
+	for s in "${srvs[@]}"; do
+		lr=$(cont_g "$s" lr-hog "$n")
+		[[ $lr == - ]] || line+="${line:+, }lockrun on $(db_label "$s") $lr ($(ratio "$lr" "$(cont_g "$first" et-hog "$n")")× etcdctl)"
+	done
+	[[ -z $line ]] ||
+		headline "With a CPU hog beside (one busy loop per CPU), mutex grants/s with $n loops: $line; etcdctl $(cont_g "$first" et-hog "$n")."
 	cont_bound_page
 	md "" "![grants per second against contenders](bench-contention.png)" ""
 	md "How measured: N loops (bash) each run \`TOOL LOCK -- stamp FILE\` until the deadline;" \
@@ -257,7 +301,9 @@ contention_page() {
 		"queues; flock(1) waits in the kernel. Overlaps counts pairs of commands that ran at" \
 		"once against the lock's rules (any at all would be a bug). How to read: grants/s is the" \
 		"throughput of a hot lock including process start-up; release-to-start is the dead time" \
-		"between two holders. Not compared: \`etcdctl lock\` has no counting semaphore and no" \
+		"between two holders. The rows with a CPU hog beside ran with one busy loop per CPU" \
+		"(a shell's \`while :; do :; done\`) for the whole window, the same for both tools; their" \
+		"machine-CPU columns are left out, as the hog's time is in them. Not compared: \`etcdctl lock\` has no counting semaphore and no" \
 		"read-write lock, and flock(1)'s shared and exclusive locks favour neither side, so a" \
 		"stream of readers can keep a writer out indefinitely." ""
 }
@@ -298,5 +344,11 @@ contention_targets() {
 		target "mutex grants/s with 8 loops, × flock" "≥ 0.5" "$(ratio "$a" "$c")" "$(calc "$c > 0 && $a >= 0.5 * $c")"
 	else
 		target "mutex grants/s with 8 loops" "≥ 3× etcdctl, ≥ 0.5× flock" - ""
+	fi
+	a=$(cont_g "${SERVERS[0]}" lr-hog 8) b=$(cont_g "${SERVERS[0]}" et-hog 8)
+	if [[ $a != - && $b != - ]]; then
+		target "mutex grants/s with 8 loops and a CPU hog beside, × etcdctl" "≥ 1" "$(ratio "$a" "$b")" "$(calc "$b > 0 && $a >= $b")"
+	else
+		target "mutex grants/s with 8 loops and a CPU hog beside, × etcdctl" "≥ 1" - ""
 	fi
 }
