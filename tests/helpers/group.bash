@@ -454,12 +454,11 @@ gr_ctl() {
 	"$LOCKRUNCTL" -c "$LR_GROUP/admin$n.conf" "$@"
 }
 
-# gr_start: create the members, start them, provision lockrun on member 1
-# (and, with $LOCKRUNCTL set, `lockrunctl init` it) while it is still a
-# plain server, since lockrun refuses a member today; then member 1
-# bootstraps the group and the others join, recovering all of that from
-# it. Writes the client configs. Returns with all three ONLINE, member 1
-# the primary.
+# gr_start: create the members, start them, provision lockrun's database
+# and accounts on member 1 (sql/grant.sql); member 1 bootstraps the group
+# and, with $LOCKRUNCTL set, gets `lockrunctl init` as its primary; then
+# the others join, recovering all of that from it. Writes the client
+# configs. Returns with all three ONLINE, member 1 the primary.
 gr_start() {
 	local n i rc=0
 	local -a pids=()
@@ -501,8 +500,7 @@ gr_start() {
 		pids+=($!)
 	done
 
-	# Database, accounts and lockrun's schema on member 1, a plain server
-	# still.
+	# Database and accounts on member 1, a plain server still.
 	local n1
 	n1=$(gr_node 1)
 	lr_provision "$n1" || return 1
@@ -520,11 +518,13 @@ gr_start() {
 		gr_conf "$LR_GROUP/node$n.conf" "$(gr_addr "$n")" || return 1
 	done
 	gr_conf "$LR_GROUP/all.conf" "$(gr_addr 1), $(gr_addr 2), $(gr_addr 3)" || return 1
-	if [[ -n ${LOCKRUNCTL:-} ]]; then
-		gr_ctl 1 init >/dev/null || return 1
-	fi
 
 	gr_bootstrap 1 || rc=1
+	# lockrun's schema on the primary of the group, as an administrator
+	# installs it on a running group: its first epoch is the group's.
+	if ((rc == 0)) && [[ -n ${LOCKRUNCTL:-} ]]; then
+		gr_ctl 1 init >/dev/null || rc=1
+	fi
 	for i in "${pids[@]}"; do wait "$i" || rc=1; done
 	((rc == 0)) || return 1
 	for ((n = 2; n <= LR_GROUP_MEMBERS; n++)); do
