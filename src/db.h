@@ -6,7 +6,15 @@
  * Every operation has a deadline; a hung server costs at most that long.
  * This module knows nothing about locks.
  *
- * May use: log, strbuf, writer.
+ * Two files make it, calling one way: dbconn.c (where to connect and how
+ * securely: hosts, name lookups, TLS, the Galera writer; the handles, and
+ * the statements of the rest of lockrun with the bound it sets and its
+ * reading of their failures) uses dbio.c (the driver: what to send and
+ * how cheaply; the functions below on results, errors and session
+ * settings), never the other way. Their first comments say what each may
+ * use; this header itself uses nothing of lockrun's.
+ *
+ * May use: nothing of lockrun's.
  */
 #ifndef LR_DB_H
 #define LR_DB_H

@@ -168,6 +168,29 @@ ms_since() {
 	assert_equal "$rc" 76
 }
 
+@test "a TLS login that stalls mid-handshake while the holder reconnects: its command is still stopped before anyone else's starts" {
+	proxy
+	# Verified TLS through the proxy, and a connect_timeout well beyond the
+	# lease: the reconnect after the kill waits in the TLS handshake, which
+	# the connector runs in blocking reads; the lease's deadline must not
+	# wait with it (it did: B entered while A ran on).
+	printf 'ssl_ca = %s\nssl_verify_server_cert = true\n' "$LR_TLS/ca.pem" >>"$pconf"
+	sed -i 's/^connect_timeout = .*/connect_timeout = 8/' "$pconf"
+	"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x tlstall -- sh -c "$(loop_cmd A)" 3>&- 2>/dev/null &
+	local a=$!
+	lr_wait_for grep -q "enter A" "$rec"
+	pctl stall-login on
+	pctl kill-all
+	run "$LOCKRUN" -w 15 -x tlstall -- sh -c "$(rec_cmd "$rec" B)"
+	assert_success
+	pctl reset # A's release may go through once its stalled login is given up
+	run awk '{ print $1, $2 }' "$rec"
+	assert_output "$(printf 'enter A\nleave A\nenter B\nleave B')"
+	local rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 76
+}
+
 @test "lost answer to the acquire CALL: exactly one grant exists, and it is adopted" {
 	proxy
 	pctl drop-reply CALL lockrun_acquire

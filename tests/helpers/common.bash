@@ -52,7 +52,7 @@ max_ttl_at_once() {
 }
 
 # quiet_stmt: the statement lockrun's connections start with, which keeps
-# them out of the slow query log (src/db.c, quiet_session): MySQL has no
+# them out of the slow query log (src/dbio.c, quiet_session): MySQL has no
 # per-session switch, so a longest long_query_time stands for one there;
 # and turns autocommit on and the server's statement time limit off.
 quiet_stmt() {

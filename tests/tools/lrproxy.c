@@ -59,6 +59,16 @@
  *                       read and thrown away; connections stay open.
  *                       off: replies pass again (those thrown away are
  *                       lost for good).
+ *   stall-login on|off  on: a connection goes silent, as in a blackhole
+ *                       of its own, once its client has sent more than
+ *                       the first 36 bytes it ever sent: what comes next
+ *                       (after a request to start TLS, which is 36
+ *                       bytes, the TLS hello; without TLS, the rest of
+ *                       the login) is read but neither passed on nor
+ *                       answered, so the client waits in the middle of
+ *                       its login.  Connections past their login are
+ *                       untouched.  off: new logins pass (those stalled
+ *                       stay so).
  *   kill-all            reset (RST) both sides of every connection
  *   turns               logs "turns N": how many commands clients sent,
  *                       since the last turns, after having been answered
@@ -67,6 +77,7 @@
  *                       with the one before it (one round trip), nor the
  *                       goodbye (COM_QUIT, which waits for no answer)
  *   reset               blackhole off, delay 0, drop-replies off,
+ *                       stall-login off,
  *                       drop-reply and hold-query disarmed (a query
  *                       already caught is still served as its trap said)
  *
@@ -118,6 +129,7 @@
 #define COM_PREPARE   0x16 /* COM_STMT_PREPARE */
 #define COM_EXECUTE   0x17 /* COM_STMT_EXECUTE */
 #define MAX_STMTS     32   /* prepared statements remembered per connection */
+#define STALL_AFTER   36   /* a request to start TLS: header and 32 bytes */
 
 /* A run of buffered bytes that may be sent from time due on.  It ends at
  * stream position end (counted in bytes ever read from that side). */
@@ -194,6 +206,7 @@ struct conn {
 	struct stmt stmts[MAX_STMTS];
 	size_t nstmts;
 	int heard; /* the server sent something since the client's last command */
+	int stalled; /* stall-login caught it in its login: silent for good */
 };
 
 struct proxy {
@@ -203,6 +216,7 @@ struct proxy {
 	char target_name[INET_ADDRSTRLEN];
 	int blackhole;
 	int drop_replies; /* the server's bytes are read and thrown away */
+	int stall_login;  /* logins go silent after the client's first 36 bytes */
 	int64_t delay;    /* µs */
 	int armed;
 	int64_t hold; /* the armed trap is hold-query's, holding this long */
@@ -675,6 +689,8 @@ static void read_client(struct proxy *p, struct conn *c, int64_t now)
 	}
 	if (n == 0)
 		return;
+	if (p->stall_login && f->in <= STALL_AFTER && f->in + (uint64_t)n > STALL_AFTER)
+		c->stalled = 1;
 	parse_client(p, c, f->buf + f->len, (size_t)n, f->in);
 	flow_add(f, (size_t)n, now + p->delay + (c->trap == TR_NONE ? 0 : c->hold), now);
 	if (c->hold && c->trap == TR_FORWARD) {
@@ -738,7 +754,7 @@ static void conn_events(const struct proxy *p, const struct conn *c, int64_t now
 	pc->fd = pu->fd = -1;
 	pc->events = pu->events = 0;
 	pc->revents = pu->revents = 0;
-	if (p->blackhole || c->done || c->state == ST_WAIT)
+	if (p->blackhole || c->done || c->state == ST_WAIT || c->stalled)
 		return;
 	pc->fd = c->cfd;
 	pu->fd = c->ufd;
@@ -762,7 +778,7 @@ static int64_t conn_wake(const struct proxy *p, const struct conn *c, int64_t no
 {
 	int64_t t, wake = -1;
 
-	if (p->blackhole || c->done || c->state != ST_OPEN)
+	if (p->blackhole || c->done || c->state != ST_OPEN || c->stalled)
 		return -1;
 	if (c->ufd >= 0 && (t = flow_next_due(&c->up, now)) >= 0)
 		wake = t;
@@ -849,7 +865,7 @@ static int client_left(int fd)
 static void pump(struct proxy *p, struct conn *c, const struct pollfd *pc, const struct pollfd *pu,
                  int64_t now)
 {
-	if (p->blackhole || c->done)
+	if (p->blackhole || c->done || c->stalled)
 		return;
 	if (c->state == ST_WAIT) {
 		if (client_left(c->cfd)) {
@@ -1057,6 +1073,10 @@ static int apply_command(struct proxy *p, const char *cmd, const char *arg)
 		p->drop_replies = 1;
 	} else if (!strcmp(cmd, "drop-replies") && !strcmp(arg, "off")) {
 		p->drop_replies = 0;
+	} else if (!strcmp(cmd, "stall-login") && !strcmp(arg, "on")) {
+		p->stall_login = 1;
+	} else if (!strcmp(cmd, "stall-login") && !strcmp(arg, "off")) {
+		p->stall_login = 0;
 	} else if (!strcmp(cmd, "turns") && !*arg) {
 		char n[24];
 		snprintf(n, sizeof(n), "%llu", (unsigned long long)p->turns);
@@ -1067,6 +1087,7 @@ static int apply_command(struct proxy *p, const char *cmd, const char *arg)
 	} else if (!strcmp(cmd, "reset") && !*arg) {
 		p->blackhole = 0;
 		p->drop_replies = 0;
+		p->stall_login = 0;
 		p->delay = 0;
 		p->armed = 0;
 	} else {
