@@ -1156,19 +1156,20 @@ static bool primary_choice(const lr_db *db)
  * statement run out of time or failed a commit: a member's own view can
  * be stale), is not followed, and the routines decide (a secondary is
  * super_read_only: 1290, the next host). Only names of the list are ever
- * connected to. On a member, the session asks for
- * BEFORE_ON_PRIMARY_FAILOVER: a new primary then holds lockrun's reads
- * until it has applied what the group certified, whatever the group's
- * default. Nothing here decides correctness: a member without a majority
- * commits nothing. Costs one query per connection (none with one host,
- * none on MariaDB, none once the account was refused the table), plus
- * one SET on a member and a connect and a query per move.
+ * connected to. On a member whose group runs at EVENTUAL (the same query
+ * says), the session asks for BEFORE_ON_PRIMARY_FAILOVER: a new primary
+ * then holds lockrun's reads until it has applied what the group
+ * certified, as it does at the group's default. Nothing here decides
+ * correctness: a member without a majority commits nothing. Costs one
+ * query per connection (none with one host, none on MariaDB, none once
+ * the account was refused the table), a SET more at EVENTUAL, and a
+ * connect and a query per move.
  */
 static void follow_primary(lr_db *db)
 {
 	MYSQL_ROW row;
 	char primary[300];
-	bool member, online;
+	bool member, online, eventual;
 	long w;
 
 	if (!primary_choice(db) || db->following)
@@ -1176,7 +1177,9 @@ static void follow_primary(lr_db *db)
 	db->following = true;
 	for (size_t tries = 0; tries <= db->p->nhosts && db->m; tries++) {
 		if (!ask(db, "SELECT MEMBER_ID = @@server_uuid, MEMBER_STATE, MEMBER_ROLE, "
-		             "MEMBER_HOST, MEMBER_PORT "
+		             "MEMBER_HOST, MEMBER_PORT, (SELECT VARIABLE_VALUE FROM "
+		             "performance_schema.global_variables WHERE VARIABLE_NAME = "
+		             "'group_replication_consistency') "
 		             "FROM performance_schema.replication_group_members")) {
 			if (db->m && db->err == ER_TABLEACCESS_DENIED_ERROR)
 				db->group = 0;
@@ -1185,7 +1188,7 @@ static void follow_primary(lr_db *db)
 			break;
 		}
 		db->group = 1;
-		member = online = false;
+		member = online = eventual = false;
 		primary[0] = '\0';
 		while ((row = lr_db_fetch(db))) {
 			bool on = row[1] && strcmp(row[1], "ONLINE") == 0;
@@ -1193,6 +1196,7 @@ static void follow_primary(lr_db *db)
 			if (row[0] && strcmp(row[0], "1") == 0) {
 				member = row[2] && *row[2];
 				online = on;
+				eventual = row[5] && strcmp(row[5], "EVENTUAL") == 0;
 			}
 			if (on && !primary[0] && row[2] && strcmp(row[2], "PRIMARY") == 0 &&
 			    row[3] && row[4])
@@ -1200,8 +1204,8 @@ static void follow_primary(lr_db *db)
 		}
 		if (!member)
 			break;
-		if (!ask(db, "SET SESSION group_replication_consistency = "
-		             "'BEFORE_ON_PRIMARY_FAILOVER'")) {
+		if (eventual && !ask(db, "SET SESSION group_replication_consistency = "
+		                         "'BEFORE_ON_PRIMARY_FAILOVER'")) {
 			if (db->m)
 				db->err = 0;
 			break;
