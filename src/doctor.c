@@ -209,7 +209,16 @@ static void check_group(struct doctor *d)
 		    online);
 		return;
 	}
-	if (*self)
+	if (*self && strcmp(self, "ONLINE") != 0 && strcmp(self, "?") != 0 &&
+	    !on(d->var[V_READ_ONLY]) && !on(d->var[V_SUPER_RO]))
+		say(d, "galera", SEV_FAIL,
+		    "configured for a MySQL Group Replication group but %s, not in it, and "
+		    "writable: lockrun takes it for a server of its own (a new epoch) and grants "
+		    "here beside the group; keep a member out of its group super_read_only (as "
+		    "MySQL leaves an expelled or stopped one, and starts one with "
+		    "group_replication_start_on_boot) until it rejoins",
+		    self);
+	else if (*self)
 		say(d, "galera", SEV_OK,
 		    "a member of a single-primary MySQL Group Replication group (%s online), "
 		    "itself %s %s; the primary is %s: lockrun writes on the primary only, and "

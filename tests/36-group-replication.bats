@@ -205,4 +205,9 @@ acquire_sql() {
 	((output > 1))
 	[[ $(epoch) == server:* ]]
 	[[ $(gr_sql "SELECT previous FROM lr_epochs ORDER BY epoch DESC LIMIT 1" lockrun) == "group:$GR_NAME"* ]]
+	# A member out of its group and writable is a server beside the group:
+	# doctor FAILs it.
+	run "$LOCKRUNCTL" -c "$GR/admin.conf" doctor
+	assert_failure 1
+	assert_output --regexp "FAIL[[:space:]]+galera[[:space:]]+configured[[:space:]]+for[[:space:]]+a[[:space:]]+MySQL[[:space:]]+Group[[:space:]]+Replication[[:space:]]+group[[:space:]]+but[[:space:]]+OFFLINE,[[:space:]]+not[[:space:]]+in[[:space:]]+it,[[:space:]]+and[[:space:]]+writable"
 }
