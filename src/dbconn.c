@@ -1187,7 +1187,6 @@ static void follow_primary(lr_db *db)
 				db->err = 0;
 			break;
 		}
-		db->group = 1;
 		member = online = eventual = false;
 		primary[0] = '\0';
 		while ((row = lr_db_fetch(db))) {
@@ -1204,6 +1203,7 @@ static void follow_primary(lr_db *db)
 		}
 		if (!member)
 			break;
+		db->group = 1;
 		if (eventual && !ask(db, "SET SESSION group_replication_consistency = "
 		                         "'BEFORE_ON_PRIMARY_FAILOVER'")) {
 			if (db->m)
