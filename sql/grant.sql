@@ -20,6 +20,12 @@ SET DEFAULT ROLE lockrun_api /*M! FOR */ /*!80000 TO */ 'lockrun'@'%';
 --
 -- (MariaDB says FOR and MySQL TO there: each server runs the words in its
 -- own executable comment, /*M! */ MariaDB's, /*!80000 */ MySQL's.)
+--
+-- MySQL Group Replication: the members of the group and their roles, so
+-- that lockrun, given several members in `host`, can ask which one is the
+-- primary (without it, it tries the hosts in order, each secondary
+-- refusing; `lockrunctl doctor` warns). MySQL only (MariaDB skips it):
+/*!80000 GRANT SELECT ON performance_schema.replication_group_members TO lockrun_api */;
 -- The role lockrun_api (<database>_api for another database name) may
 -- execute exactly the thirteen public procedures of the SQL API
 -- (doc/sql-api.md): lockrun_acquire, lockrun_settle, lockrun_poll,

@@ -63,6 +63,12 @@ enum {
 	LR_DB_EREADONLY = 9005, /* a read-only server (1290) while other hosts are listed */
 };
 
+/* MySQL Group Replication's "Error on observer while running replication
+ * hook 'before_commit'" (ER_RUN_HOOK_ERROR): a member that was expelled
+ * while it was frozen or cut off fails its commits with it (nothing
+ * committed). Not in the connector's header. */
+#define LR_DB_EGROUPHOOK 3100
+
 typedef struct lr_db lr_db;
 
 /* How many distinct statements lr_db_call keeps prepared per connection,

@@ -88,6 +88,7 @@ static void conn_init(lr_db *db, const struct lr_db_params *params)
 	db->p = params;
 	db->probe = true;
 	db->galera = -1;
+	db->group = -1;
 }
 
 /* Makes db a sibling of parent (lr_db_create_sibling): it knows whether
@@ -97,6 +98,7 @@ static void conn_adopt(lr_db *db, const lr_db *parent)
 {
 	db->probe = parent->probe;
 	db->galera = parent->galera;
+	db->group = parent->group;
 	db->first_host = parent->cur_host;
 	db->sibling = true;
 }
@@ -904,14 +906,15 @@ static bool passed_over(const lr_db *db, size_t h)
 	return db->passed && db->passed[h] > mono_ms();
 }
 
-/* Passes configured host H over as writer for GALERA_PASS_MS, saying why
- * at -vv. Local work. */
+/* Passes configured host H over as writer (a Galera writer, a group's
+ * primary) for GALERA_PASS_MS: the next connects try it last. Says why at
+ * -vv. Local work. */
 static void pass_over(lr_db *db, size_t h, const char *why)
 {
 	if (!db->passed && !(db->passed = calloc(db->p->nhosts, sizeof(*db->passed))))
 		return;
 	db->passed[h] = mono_ms() + GALERA_PASS_MS;
-	lr_log_debug("%s: passed over as the Galera writer for %u s: %s", db->p->hosts[h],
+	lr_log_debug("%s: passed over as the writer for %u s: %s", db->p->hosts[h],
 	             GALERA_PASS_MS / 1000, why);
 }
 
@@ -981,6 +984,16 @@ static void failed(lr_db *db)
 		db->first_host = (db->cur_host + 1) % db->p->nhosts;
 	if (db->err == LR_DB_ETIMEDOUT)
 		writer_silent(db);
+	/* A Group Replication member that failed a commit (3100) or let a
+	 * statement run out of time: an old primary that was expelled while
+	 * frozen, or one cut off from the others, which still calls itself
+	 * the primary and stays writable, but commits nothing. It goes last
+	 * for the next connects, and its view is not trusted (pick). */
+	if ((db->err == LR_DB_EGROUPHOOK || (db->err == LR_DB_ETIMEDOUT && db->group == 1)) &&
+	    db->p->nhosts > 1 && !db->sibling) {
+		pass_over(db, db->cur_host, "it commits nothing");
+		db->first_host = (db->cur_host + 1) % db->p->nhosts;
+	}
 	if (db->m && lr_db_error_is_connection(db->err)) {
 		lr_log_debug("dropping connection to %s: %s", db->server, db->errmsg);
 		lr_db_disconnect(db);
@@ -1053,6 +1066,22 @@ static long pick(lr_db *db, const char *members)
 	return w;
 }
 
+/* Connects again, starting at configured host W (WHAT names it for -vv);
+ * with CHOSEN, W is the writer or primary a server named, passed over if
+ * another host answered instead. False if no host answered. A connect. */
+static bool move_to(lr_db *db, size_t w, const char *what, bool chosen)
+{
+	lr_log_debug("%s: %s is %s: moving there", db->server, what, db->p->hosts[w]);
+	db->first_host = w;
+	if (!lr_db_connect(db)) {
+		lr_log_debug("could not move to %s: %s", what, db->errmsg);
+		return false;
+	}
+	if (chosen && db->cur_host != w)
+		pass_over(db, w, "no answer to the move");
+	return true;
+}
+
 /*
  * On a Galera cluster, moves the connection to the cluster's writer node
  * (writer.h says why and which), when more than one host is configured
@@ -1100,15 +1129,98 @@ static void follow_writer(lr_db *db)
 		w = pick(db, v.members);
 		if (w < 0 || (size_t)w == db->cur_host)
 			break;
-		lr_log_debug("%s: the Galera cluster's writer node is %s: moving there", db->server,
-		             db->p->hosts[w]);
-		db->first_host = (size_t)w;
-		if (!lr_db_connect(db)) {
-			lr_log_debug("could not move to the writer node: %s", db->errmsg);
+		if (!move_to(db, (size_t)w, "the Galera cluster's writer node", true))
+			break;
+	}
+	db->following = false;
+}
+
+/* Whether this handle looks for a Group Replication group's primary:
+ * MySQL, more than one host, not a doorbell sibling, and not told by a
+ * server that the account may not read the members. Local work. */
+static bool primary_choice(const lr_db *db)
+{
+	return db->p->nhosts > 1 && !db->sibling && db->group != 0 && lr_db_is_mysql(db);
+}
+
+/*
+ * On a MySQL Group Replication group in single-primary mode, moves the
+ * connection to the group's primary, when more than one host is
+ * configured and the primary is another of them (tests/group/README.md).
+ * Asks the member it reached, in one query of
+ * performance_schema.replication_group_members (sql/grant.sql grants it),
+ * its own state and the ONLINE primary (MEMBER_HOST, report_host, and
+ * MEMBER_PORT, matched against the configured hosts as a Galera writer
+ * is). A member that is not ONLINE itself is passed over for the next
+ * host; a primary the list does not name, or one passed over (it let a
+ * statement run out of time or failed a commit: a member's own view can
+ * be stale), is not followed, and the routines decide (a secondary is
+ * super_read_only: 1290, the next host). Only names of the list are ever
+ * connected to. On a member whose group runs at EVENTUAL (the same query
+ * says), the session asks for BEFORE_ON_PRIMARY_FAILOVER: a new primary
+ * then holds lockrun's reads until it has applied what the group
+ * certified, as it does at the group's default. Nothing here decides
+ * correctness: a member without a majority commits nothing. Costs one
+ * query per connection (none with one host, none on MariaDB, none once
+ * the account was refused the table), a SET more at EVENTUAL, and a
+ * connect and a query per move.
+ */
+static void follow_primary(lr_db *db)
+{
+	MYSQL_ROW row;
+	char primary[300];
+	bool member, online, eventual;
+	long w;
+
+	if (!primary_choice(db) || db->following)
+		return;
+	db->following = true;
+	for (size_t tries = 0; tries <= db->p->nhosts && db->m; tries++) {
+		if (!ask(db, "SELECT MEMBER_ID = @@server_uuid, MEMBER_STATE, MEMBER_ROLE, "
+		             "MEMBER_HOST, MEMBER_PORT, (SELECT VARIABLE_VALUE FROM "
+		             "performance_schema.global_variables WHERE VARIABLE_NAME = "
+		             "'group_replication_consistency') "
+		             "FROM performance_schema.replication_group_members")) {
+			if (db->m && db->err == ER_TABLEACCESS_DENIED_ERROR)
+				db->group = 0;
+			if (db->m)
+				db->err = 0;
 			break;
 		}
-		if (db->cur_host != (size_t)w)
-			pass_over(db, (size_t)w, "no answer to the move");
+		member = online = eventual = false;
+		primary[0] = '\0';
+		while ((row = lr_db_fetch(db))) {
+			bool on = row[1] && strcmp(row[1], "ONLINE") == 0;
+
+			if (row[0] && strcmp(row[0], "1") == 0) {
+				member = row[2] && *row[2];
+				online = on;
+				eventual = row[5] && strcmp(row[5], "EVENTUAL") == 0;
+			}
+			if (on && !primary[0] && row[2] && strcmp(row[2], "PRIMARY") == 0 &&
+			    row[3] && row[4])
+				snprintf(primary, sizeof(primary), "%s:%s", row[3], row[4]);
+		}
+		if (!member)
+			break;
+		db->group = 1;
+		if (eventual && !ask(db, "SET SESSION group_replication_consistency = "
+		                         "'BEFORE_ON_PRIMARY_FAILOVER'")) {
+			if (db->m)
+				db->err = 0;
+			break;
+		}
+		if (!online) {
+			pass_over(db, db->cur_host, "not ONLINE in its group");
+			if (!move_to(db, (db->cur_host + 1) % db->p->nhosts, "the next member",
+			             false))
+				break;
+			continue;
+		}
+		w = primary[0] ? pick(db, primary) : -1;
+		if (w < 0 || (size_t)w == db->cur_host ||
+		    !move_to(db, (size_t)w, "the group's primary", true))
+			break;
 	}
 	db->following = false;
 }
@@ -1174,7 +1286,8 @@ bool lr_db_follow(lr_db *db)
  * Connects to the first configured host that answers, in order. On failure
  * the error names every host tried and why each failed. Costs one name
  * lookup per host plus the handshake; at most connect_timeout per address.
- * On a Galera cluster, it then moves to the writer node (follow_writer).
+ * On a Galera cluster, it then moves to the writer node (follow_writer), on
+ * a MySQL group to the primary (follow_primary).
  */
 bool lr_db_connect(lr_db *db)
 {
@@ -1221,6 +1334,7 @@ bool lr_db_connect(lr_db *db)
 	if (ok) {
 		lr_log_debug("connected to %s", db->server);
 		follow_writer(db);
+		follow_primary(db);
 		ok = db->m != NULL;
 	}
 	return ok;

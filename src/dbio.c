@@ -1043,8 +1043,11 @@ bool lr_db_error_is_busy(unsigned err)
 bool lr_db_error_is_connection(unsigned err)
 {
 	/* 1047 is a Galera node that is up but not part of the cluster yet:
-	 * as useless as a dead one until it is, so try another. */
+	 * as useless as a dead one until it is, so try another; 3100 a
+	 * Group Replication member that commits nothing any more (an old
+	 * primary, expelled). */
 	return (err >= CR_MIN_ERROR && err <= CR_MAX_ERROR) || err == LR_DB_ETIMEDOUT ||
 	       err == ER_UNKNOWN_COM_ERROR || err == LR_DB_ECANCELED || err == LR_DB_ENOTCONN ||
-	       err == LR_DB_EREADONLY || err == ER_SERVER_SHUTDOWN || err == ER_CONNECTION_KILLED;
+	       err == LR_DB_EREADONLY || err == ER_SERVER_SHUTDOWN || err == ER_CONNECTION_KILLED ||
+	       err == LR_DB_EGROUPHOOK;
 }

@@ -80,7 +80,8 @@ struct lr_db {
 	size_t suspect;      /* 1 + the writer that let a statement run out of time, or 0 */
 	bool probing;        /* this connect is a probe of a Galera writer (GALERA_PROBE_MS) */
 	bool sibling;        /* starts at its parent's host and asks no writer */
-	char **host_ips;     /* per configured host, its addresses joined by spaces, or NULL */
+	int group; /* a Group Replication member: -1 not known, 0 members not readable, 1 yes */
+	char **host_ips; /* per configured host, its addresses joined by spaces, or NULL */
 };
 
 /* Continues a non-blocking operation after the events in status. */

@@ -134,28 +134,117 @@ static void check_server(struct doctor *d)
 		    v, comment);
 }
 
-/* MySQL's multi-primary Group Replication, which lockrun does not support:
- * its routines refuse a member (1290, sql/routines/05-server.sql), and this
- * says why. One query; unknown when the account may not read
- * performance_schema. */
-static void check_group(struct doctor *d)
+/* max-ttl as text ("5m"), or why it is unknown: what a fail-over's
+ * quarantine costs, plus 5 s. One query. */
+static void max_ttl_text(struct doctor *d, char *buf, size_t len)
 {
 	MYSQL_ROW row;
 
-	if (!lr_db_query(d->db, "SELECT COUNT(*) FROM performance_schema.replication_group_members "
-	                        "WHERE MEMBER_STATE = 'ONLINE'") ||
-	    !(row = lr_db_fetch(d->db)) || !row[0])
-		say(d, "galera", SEV_INFO,
-		    "MySQL: Group Replication membership not visible to this account; lockrun "
-		    "refuses a group's members");
-	else if (strcmp(row[0], "0") != 0)
-		say(d, "galera", SEV_FAIL,
-		    "a member of a MySQL Group Replication group (%s online): lockrun does not "
-		    "support Group Replication and takes no lock here",
-		    row[0]);
-	else
+	snprintf(buf, len, "not readable by this account");
+	if (lr_db_query(d->db, "SELECT value / 1000 FROM lr_settings WHERE name = 'max_ttl_ms'") &&
+	    (row = lr_db_fetch(d->db)) && row[0])
+		lr_duration_format(strtod(row[0], NULL), buf, len);
+}
+
+/*
+ * MySQL Group Replication (doc/production.md): a member of a single-primary
+ * group takes locks on its primary, a multi-primary one none (its
+ * routines refuse it: 1290, sql/routines/05-server.sql); the consistency
+ * level decides whether a change of primary is a fail-over (EVENTUAL: a
+ * quarantine each time) or costs nothing; and whether the account may read
+ * replication_group_members, which says which member is the primary. The
+ * group's variables come from performance_schema.global_variables, which
+ * any account may read and which has them only where the plugin is loaded.
+ * Two queries, three on a member at EVENTUAL.
+ */
+static void check_group(struct doctor *d)
+{
+	MYSQL_ROW row;
+	char name[64] = "", mode[8] = "", level[40] = "?", self[24] = "", role[24] = "",
+	     online[16] = "?", primary[300] = "", ttl[48];
+
+	if (lr_db_query(d->db, "SELECT MAX(IF(VARIABLE_NAME = 'group_replication_group_name', "
+	                       "VARIABLE_VALUE, NULL)), "
+	                       "MAX(IF(VARIABLE_NAME = 'group_replication_single_primary_mode', "
+	                       "VARIABLE_VALUE, NULL)), "
+	                       "MAX(IF(VARIABLE_NAME = 'group_replication_consistency', "
+	                       "VARIABLE_VALUE, NULL)) FROM performance_schema.global_variables "
+	                       "WHERE VARIABLE_NAME LIKE 'group\\_replication\\_%'") &&
+	    (row = lr_db_fetch(d->db))) {
+		snprintf(name, sizeof(name), "%s", row[0] ? row[0] : "");
+		snprintf(mode, sizeof(mode), "%s", row[1] ? row[1] : "");
+		snprintf(level, sizeof(level), "%s", row[2] ? row[2] : "?");
+	}
+	if (!*name) {
 		say(d, "galera", SEV_OK,
 		    "MySQL, not in a Group Replication group: --named locks (GET_LOCK) are usable");
+		return;
+	}
+	if (!lr_db_query(d->db, "SELECT MAX(IF(MEMBER_ID = @@server_uuid, MEMBER_STATE, NULL)), "
+	                        "MAX(IF(MEMBER_ID = @@server_uuid, MEMBER_ROLE, NULL)), "
+	                        "SUM(MEMBER_STATE = 'ONLINE'), "
+	                        "MAX(IF(MEMBER_ROLE = 'PRIMARY' AND MEMBER_STATE = 'ONLINE', "
+	                        "CONCAT(MEMBER_HOST, ':', MEMBER_PORT), NULL)) "
+	                        "FROM performance_schema.replication_group_members")) {
+		say(d, "group", SEV_WARN,
+		    "this account may not read performance_schema.replication_group_members "
+		    "(error %u): lockrun cannot ask which member is the primary, and tries the "
+		    "listed "
+		    "hosts in order, each secondary refusing (1290), one connect each; grant it: "
+		    "GRANT SELECT ON performance_schema.replication_group_members TO lockrun_api "
+		    "(sql/grant.sql)",
+		    lr_db_errno(d->db));
+	} else if ((row = lr_db_fetch(d->db))) {
+		snprintf(self, sizeof(self), "%s", row[0] ? row[0] : "?");
+		snprintf(role, sizeof(role), "%s", row[1] && *row[1] ? row[1] : "no role");
+		snprintf(online, sizeof(online), "%s", row[2] ? row[2] : "0");
+		snprintf(primary, sizeof(primary), "%s", row[3] ? row[3] : "none");
+	}
+	if (strcmp(mode, "ON") != 0) {
+		say(d, "galera", SEV_FAIL,
+		    "a member of a MySQL Group Replication group in multi-primary mode (%s "
+		    "online): lockrun does not support that mode and takes no lock here; switch "
+		    "the group to single-primary mode "
+		    "(group_replication_switch_to_single_primary_mode())",
+		    online);
+		return;
+	}
+	if (*self && strcmp(self, "ONLINE") != 0 && strcmp(self, "?") != 0 &&
+	    !on(d->var[V_READ_ONLY]) && !on(d->var[V_SUPER_RO]))
+		say(d, "galera", SEV_FAIL,
+		    "configured for a MySQL Group Replication group but %s, not in it, and "
+		    "writable: lockrun takes it for a server of its own (a new epoch) and grants "
+		    "here beside the group; keep a member out of its group super_read_only (as "
+		    "MySQL leaves an expelled or stopped one, and starts one with "
+		    "group_replication_start_on_boot) until it rejoins",
+		    self);
+	else if (*self)
+		say(d, "galera", SEV_OK,
+		    "a member of a single-primary MySQL Group Replication group (%s online), "
+		    "itself %s %s; the primary is %s: lockrun writes on the primary only, and "
+		    "refuses --named locks here (GET_LOCK is local to a member)",
+		    online, self, role, primary);
+	else
+		say(d, "galera", SEV_OK,
+		    "configured for a single-primary MySQL Group Replication group: lockrun "
+		    "writes on the primary only, and refuses --named locks here (GET_LOCK is "
+		    "local to a member)");
+	if (strcmp(level, "EVENTUAL") == 0) {
+		max_ttl_text(d, ttl, sizeof(ttl));
+		say(d, "group", SEV_WARN,
+		    "group_replication_consistency is EVENTUAL: a new primary answers reads "
+		    "before it has applied the old one's last commits, so lockrun takes each "
+		    "change of primary for a fail-over: a new epoch, whose grants wait max-ttl "
+		    "(%s) plus 5 s; set it to BEFORE_ON_PRIMARY_FAILOVER (the default since "
+		    "MySQL 8.4), which costs nothing until a change of primary",
+		    ttl);
+	} else {
+		say(d, "group", SEV_OK,
+		    "group_replication_consistency is %s: a new primary applies everything the "
+		    "group certified before it answers, so a change of primary costs lockrun no "
+		    "quarantine",
+		    level);
+	}
 }
 
 /* With more than one host listed: whether this configuration reaches the
@@ -275,8 +364,7 @@ static void check_topology(struct doctor *d)
 {
 	MYSQL_ROW row;
 	char binlog[8] = "?", trust[8] = "?", gtid_strict[8] = "?", master_of[400] = "";
-	char semi[8] = "OFF", semi_clients[16] = "0", slaves[16] = "?",
-	     max_ttl[48] = "not readable by this account";
+	char semi[8] = "OFF", semi_clients[16] = "0", slaves[16] = "?", max_ttl[48];
 	bool slave_known = false;
 
 	if (on(d->var[V_WSREP])) {
@@ -330,9 +418,7 @@ static void check_topology(struct doctor *d)
 			         io >= 0 && row[io] ? row[io] : "?",
 			         sql >= 0 && row[sql] ? row[sql] : "?");
 	}
-	if (lr_db_query(d->db, "SELECT value / 1000 FROM lr_settings WHERE name = 'max_ttl_ms'") &&
-	    (row = lr_db_fetch(d->db)) && row[0])
-		lr_duration_format(strtod(row[0], NULL), max_ttl, sizeof(max_ttl));
+	max_ttl_text(d, max_ttl, sizeof(max_ttl));
 	say(d, "topology", SEV_INFO,
 	    "binary log %s, %s %s, log_bin_trust_function_creators %s: init "
 	    "needs none of them (it creates no trigger and no function)",

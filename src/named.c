@@ -19,21 +19,31 @@ static void add_get_locks(struct lr_request *lk, struct lr_sb *sb)
 	}
 }
 
-/* "SELECT <galera>, GET_LOCK(a, 0), ...": on a Galera node (wsrep_on) the
- * IF() leaves GET_LOCK unevaluated, so nothing is taken there. */
+/* MySQL: whether the server is configured as a member of a Group
+ * Replication group, by a variable that exists only with the plugin, so
+ * read from performance_schema.global_variables, which any account may
+ * read (NULL, not 1193, without the plugin). */
+#define GROUP_MEMBER                                                                               \
+	"(SELECT COUNT(*) FROM performance_schema.global_variables "                               \
+	"WHERE VARIABLE_NAME = 'group_replication_group_name' AND VARIABLE_VALUE <> '')"
+
+/* "SELECT <cluster>, GET_LOCK(a, 0), ...": on a Galera node (wsrep_on), or
+ * a member of a MySQL group (GROUP_MEMBER), the IF() leaves GET_LOCK
+ * unevaluated, so nothing is taken there. */
 static bool send_take(struct lr_request *lk, bool wsrep)
 {
 	struct lr_sb sb;
 	bool ok;
+	const char *cluster = lr_db_is_mysql(lk->db) ? GROUP_MEMBER : "@@wsrep_on";
 
 	lr_sb_init(&sb);
 	if (wsrep) {
-		lr_sb_puts(&sb, "SELECT @@wsrep_on, IF(@@wsrep_on, 0, 1)");
-		/* The IF() per lock keeps GET_LOCK unevaluated on Galera. */
+		lr_sb_printf(&sb, "SELECT %s, IF(%s, 0, 1)", cluster, cluster);
+		/* The IF() per lock keeps GET_LOCK unevaluated in a cluster. */
 		for (size_t i = 0; i < lk->nitems; i++) {
 			if (lk->items[i].kind != LR_KIND_NAMED)
 				continue;
-			lr_sb_puts(&sb, ", IF(@@wsrep_on, NULL, GET_LOCK(");
+			lr_sb_printf(&sb, ", IF(%s, NULL, GET_LOCK(", cluster);
 			lr_db_sb_quote(lk->db, &sb, lk->items[i].name);
 			lr_sb_puts(&sb, ", 0))");
 		}
@@ -49,10 +59,11 @@ static bool send_take(struct lr_request *lk, bool wsrep)
 /*
  * Takes every named lock of the request on the main connection, without
  * waiting, all or none: one that is held elsewhere gives back those that
- * were taken. The same statement says whether the server is a Galera node,
- * and takes nothing there (not asked on MySQL, which has no Galera). One
- * round trip (two on a server without the wsrep_on variable, three when
- * one lock is busy).
+ * were taken. The same statement says whether the server is a Galera node
+ * or a member of a MySQL Group Replication group, whose named locks are
+ * local to one node or member, and takes nothing there. One round trip
+ * (two on a MariaDB without the wsrep_on variable, three when one lock is
+ * busy).
  */
 enum lr_named lr_named_take(struct lr_request *lk)
 {
@@ -62,7 +73,7 @@ enum lr_named lr_named_take(struct lr_request *lk)
 
 	if (!lk->nnamed)
 		return LR_NAMED_OK;
-	if (!send_take(lk, !lr_db_is_mysql(lk->db)) &&
+	if (!send_take(lk, true) &&
 	    (lr_db_errno(lk->db) != ER_UNKNOWN_SYSTEM_VARIABLE || !send_take(lk, false))) {
 		lr_request_set_db_error(lk, lk->db);
 		return LR_NAMED_ERROR;
@@ -74,12 +85,15 @@ enum lr_named lr_named_take(struct lr_request *lk)
 		return LR_NAMED_ERROR;
 	}
 	if (row[0] && (strcmp(row[0], "1") == 0 || strcmp(row[0], "ON") == 0)) {
-		lk->galera = true;
-		snprintf(
-		    lk->err, sizeof(lk->err),
-		    "%s is a Galera node: named locks there are local to one node and would not "
-		    "exclude other nodes; use --mutex instead",
-		    lr_db_server(lk->db));
+		bool mysql = lr_db_is_mysql(lk->db);
+
+		lk->galera = !mysql;
+		snprintf(lk->err, sizeof(lk->err),
+		         "%s is a %s: named locks there are local to one %s and would not "
+		         "exclude other %ss; use --mutex instead",
+		         lr_db_server(lk->db),
+		         mysql ? "member of a MySQL Group Replication group" : "Galera node",
+		         mysql ? "member" : "node", mysql ? "member" : "node");
 		return LR_NAMED_GALERA;
 	}
 	lk->named_held = true;

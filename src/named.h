@@ -16,7 +16,7 @@
 enum lr_named {
 	LR_NAMED_OK,
 	LR_NAMED_BUSY,   /* one is held by another session: nothing taken */
-	LR_NAMED_GALERA, /* a Galera node: refused, nothing taken */
+	LR_NAMED_GALERA, /* a Galera node or a MySQL group's member: refused */
 	LR_NAMED_ERROR,  /* the statement failed; lk->err says why */
 };
 

@@ -419,22 +419,29 @@ static bool may_name_owner(lr_db *db)
 }
 
 /*
- * Whether this MySQL server is a member of a Group Replication group, by
- * the question the routines ask (lr_server_state, sql/routines/05-server.sql):
- * is a group_replication_ channel's applier on. The routines refuse such a
+ * Whether this MySQL server is a member of a multi-primary Group
+ * Replication group, by the question the routines ask (lr_server_state,
+ * sql/routines/05-server.sql): is the group_replication_applier channel's
+ * applier on, and single_primary_mode off. The routines refuse such a
  * member (1290), the access step of init among them, so init asks first
- * and installs nothing there rather than stop half-way. Unknown (false)
- * when the account may not read performance_schema: the routines still
- * refuse. One query; none on MariaDB.
+ * and installs nothing there rather than stop half-way. A single-primary
+ * group's primary is a writable server to init (its secondaries are
+ * read-only: read_only below). Unknown (false) when the account may not
+ * read performance_schema: the routines still refuse. One query; none on
+ * MariaDB.
  */
-static bool in_group(lr_db *db)
+static bool multi_primary(lr_db *db)
 {
 	MYSQL_ROW row;
 
 	return lr_db_is_mysql(db) &&
-	       lr_db_query(db, "SELECT COUNT(*) FROM performance_schema.replication_applier_status "
-	                       "WHERE SERVICE_STATE = 'ON' "
-	                       "AND CHANNEL_NAME LIKE 'group\\_replication\\_%'") &&
+	       lr_db_query(db,
+	                   "SELECT COUNT(*) FROM performance_schema.replication_applier_status a "
+	                   "JOIN performance_schema.global_variables v "
+	                   "ON v.VARIABLE_NAME = 'group_replication_single_primary_mode' "
+	                   "AND v.VARIABLE_VALUE <> 'ON' "
+	                   "WHERE a.SERVICE_STATE = 'ON' "
+	                   "AND a.CHANNEL_NAME = 'group_replication_applier'") &&
 	       (row = lr_db_fetch(db)) && row[0] && strcmp(row[0], "0") != 0;
 }
 
@@ -461,7 +468,8 @@ static const char *read_only(lr_db *db)
  * Brings the schema up to the newest migration, then the routines up to
  * this build's. Serialised with a named lock so two concurrent inits do
  * not interleave their DDL; a second run finds nothing to do and changes
- * nothing. Refuses a member of a MySQL Group Replication group (in_group)
+ * nothing. Refuses a member of a multi-primary Group Replication group
+ * (multi_primary)
  * and a read-only server (read_only) before it writes anything. A few
  * queries per migration.
  */
@@ -479,10 +487,10 @@ bool lr_schema_migrate(lr_db *db, unsigned *from, unsigned *to, bool *routines, 
 		                         : "another 'lockrunctl init' is running; try again");
 		return false;
 	}
-	if (in_group(db)) {
+	if (multi_primary(db)) {
 		snprintf(err, errlen,
-		         "%s: this server is a member of a MySQL Group Replication group, which "
-		         "lockrun does not support: nothing was installed",
+		         "%s: this group is in multi-primary mode, which lockrun does not support: "
+		         "nothing was installed",
 		         lr_db_server(db));
 		goto out;
 	}

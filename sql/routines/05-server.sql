@@ -32,10 +32,17 @@ DELIMITER //
 -- p_what 1: p_replicating, how many replication channels apply another
 -- server's transactions here. MariaDB: global status Slaves_running (the
 -- connections whose SQL thread runs). MySQL: the channels of
--- performance_schema.replication_applier_status whose applier is ON; a
--- member of a Group Replication group is refused outright (1290), as
--- lockrun does not support it: its members certify writes as Galera's do,
--- but lockrun's causal reads and writer choice are Galera's alone.
+-- performance_schema.replication_applier_status whose applier is ON,
+-- other than Group Replication's own (group_replication_applier,
+-- _recovery): a member of a single-primary group is no replica; its
+-- primary is writable and its secondaries are super_read_only, refused
+-- below as any read-only server is. A member of a multi-primary group is
+-- refused outright (1290, one line), as lockrun does not support that
+-- mode: every member there writes, and lockrun would need one writer
+-- chosen alike by all clients and certification conflicts taken as
+-- retries (tests/group/README.md). The mode is read from
+-- performance_schema.global_variables, as the variable exists only where
+-- the plugin is loaded (1193 when the routine is created elsewhere).
 -- Asked with 1 too, as every routine that writes asks it: whether the
 -- server is read-only. One that is (and applies no other server's
 -- transactions: lr_enter names a replica as such) is refused with 1290,
@@ -59,7 +66,8 @@ DELIMITER //
 -- elsewhere, so that nothing is set or put back there), which is set to 3
 -- (lr_enter says why; lr_leave puts it back through lr_server_sync).
 -- MySQL has no Galera: 0 and NULL.
--- Cost: one read of global status or of performance_schema for 1.
+-- Cost: one read of global status or of performance_schema for 1, and
+-- on a group's member one more of performance_schema.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_state(
   IN p_what TINYINT, OUT p_replicating BIGINT, OUT p_in_trx TINYINT, OUT p_galera TINYINT,
   OUT p_sw BIGINT)
@@ -99,9 +107,11 @@ BEGIN
            COALESCE(SUM(SERVICE_STATE = 'ON' AND CHANNEL_NAME LIKE 'group\_replication\_%'), 0)
       INTO p_replicating, v_group
       FROM performance_schema.replication_applier_status;
-    IF v_group > 0 THEN
+    IF v_group > 0 AND EXISTS (SELECT 1 FROM performance_schema.global_variables
+                                WHERE VARIABLE_NAME = 'group_replication_single_primary_mode'
+                                  AND VARIABLE_VALUE <> 'ON') THEN
       SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
-        MESSAGE_TEXT = 'lockrun: this server is a member of a MySQL Group Replication group, which lockrun does not support';
+        MESSAGE_TEXT = 'lockrun: this group is in multi-primary mode, which lockrun does not support';
     END IF;
     IF p_replicating = 0 AND (@@global.read_only OR @@global.super_read_only) THEN
       SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
@@ -157,11 +167,29 @@ END//
 -- name, port and the transactions of other servers that this one applied
 -- (its GTID set without its own, hashed when long): that set changes
 -- whenever it applies another writer's transactions as a replica, as
--- MariaDB's position does. No cost beyond the CALL.
+-- MariaDB's position does. A member of a Group Replication group (its
+-- group_replication_applier channel ON) is named by its group instead:
+-- 'group:' and group_replication_group_name, the source of every GTID of
+-- the group, so that the position would change with each of its
+-- transactions. At a change of primary, a new primary at
+-- BEFORE_ON_PRIMARY_FAILOVER or stronger (BEFORE, AFTER and
+-- BEFORE_AND_AFTER include it) applies every transaction the group
+-- certified before it answers a read or a write: it is the same server to
+-- lockrun, as a Galera cluster's next node is, and no epoch starts. At
+-- EVENTUAL a new primary answers reads before it has applied them, as a
+-- promoted replica may lack its primary's last commits, so the member's
+-- server_uuid is part of the name there, and each change of primary is a
+-- fail-over (an epoch, its quarantine and its floor). The level is the
+-- group's GLOBAL one, which every session on a member agrees on. A server
+-- that left its group is 'server:' again (another name: a new epoch). The
+-- group's variables are read from performance_schema.global_variables
+-- (see lr_server_state). Cost: none beyond the CALL on a server that
+-- applied no other server's transactions; otherwise one read of
+-- performance_schema.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_me(
   IN p_galera TINYINT, OUT p_me VARCHAR(255) CHARACTER SET ascii,
   OUT p_was VARCHAR(255) CHARACTER SET ascii)
-  NO SQL SQL SECURITY DEFINER
+  READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   /*M!
   IF p_galera THEN
@@ -176,9 +204,21 @@ BEGIN
   DECLARE v_pos TEXT DEFAULT REPLACE(REPLACE(
     GTID_SUBTRACT(@@global.gtid_executed, CONCAT(@@server_uuid, ':1-9223372036854775806')),
     '\n', ''), ' ', '');
-  SET p_me = CONCAT('server:', @@server_uuid, ':', LEFT(@@hostname, 100), ':', @@port, ':',
-                    IF(LENGTH(v_pos) > 100, LEFT(SHA2(v_pos, 256), 32), v_pos)),
-      p_was = NULL;
+  DECLARE v_group, v_level VARCHAR(100) CHARACTER SET ascii;
+  IF v_pos <> '' THEN
+    SELECT MAX(g.VARIABLE_VALUE), MAX(c.VARIABLE_VALUE) INTO v_group, v_level
+      FROM performance_schema.replication_applier_status a
+      JOIN performance_schema.global_variables g ON g.VARIABLE_NAME = 'group_replication_group_name'
+      JOIN performance_schema.global_variables c ON c.VARIABLE_NAME = 'group_replication_consistency'
+     WHERE a.CHANNEL_NAME = 'group_replication_applier' AND a.SERVICE_STATE = 'ON';
+  END IF;
+  IF v_group <> '' THEN
+    SET p_me = CONCAT('group:', v_group, IF(v_level = 'EVENTUAL', CONCAT(':', @@server_uuid), ''));
+  ELSE
+    SET p_me = CONCAT('server:', @@server_uuid, ':', LEFT(@@hostname, 100), ':', @@port, ':',
+                      IF(LENGTH(v_pos) > 100, LEFT(SHA2(v_pos, 256), 32), v_pos));
+  END IF;
+  SET p_was = NULL;
   */
 END//
 

@@ -306,41 +306,6 @@ mixed_rw() {
 	assert_output --partial "inside at once (limit 1)"
 }
 
-# A child for the fault test: like rec_cmd's, but each record carries the
-# run's id, and when lockrun stops it (SIGTERM: its lease is being lost) it
-# records its leave before it dies, so a stopped run is not judged inside
-# forever.
-fault_cmd() {
-	local file=$1 name=$2 id=$3 secs=$4 enter leave
-	enter="echo enter $name 1 \$LOCKRUN_FENCE $id"
-	leave="echo leave $name 1 $id"
-	printf 'trap %q TERM; flock %q sh -c %q >>%q; sleep %s; flock %q sh -c %q >>%q' \
-		"flock $(printf %q "$file.lk") sh -c $(printf %q "$leave") >>$(printf %q "$file"); exit 143" \
-		"$file.lk" "$enter" "$file" "$secs" "$file.lk" "$leave" "$file"
-}
-
-# judge_ids FILE NAME LIMIT: like judge, for fault_cmd's records: a leave
-# counts only for a run inside, a second leave of a run (stopped while
-# leaving) is ignored, and a run that never left counts as inside to the end.
-judge_ids() {
-	awk -v n="$2" -v lim="$3" '
-		$2 != n { next }
-		$1 == "enter" {
-			if ($5 in inside) { printf "line %d: run %s entered twice\n", NR, $5; bad = 1 }
-			inside[$5] = 1; u++
-			if (u > m) m = u
-			if (u > lim) { printf "line %d: %d inside at once (limit %d)\n", NR, u, lim; bad = 1 }
-			if (lim == 1 && seen && $4 + 0 <= prev + 0) { printf "line %d: fence %s after %s\n", NR, $4, prev; bad = 1 }
-			prev = $4; seen = 1; e++
-		}
-		$1 == "leave" && ($4 in inside) { delete inside[$4]; u-- }
-		END {
-			for (id in inside) printf "run %s never left\n", id
-			printf "%s: %d runs went in, max inside: %d\n", n, e, m
-			exit bad
-		}' "$1"
-}
-
 # first_host CONF: the first host of a config's list.
 first_host() {
 	sed -n 's/^host = \([^,]*\).*/\1/p' "$1"

@@ -5,7 +5,9 @@
 # tests/run-group starts the group and exports LR_GROUP, LR_TMP, LOCKRUN
 # and LOCKRUNCTL; run the files through it. The functions are in
 # tests/helpers/group.bash (gr_*); a file's setup should begin with
-# gr_reset, so that no test inherits the fault of the one before it.
+# gr_reset, so that no test inherits the fault of the one before it. The
+# setup and teardown below are the clients' tests': a file that defines
+# its own after loading this one replaces them.
 
 load "${LR_BATS_LIB:-/usr/lib/bats}/bats-support/load"
 load "${LR_BATS_LIB:-/usr/lib/bats}/bats-assert/load"
@@ -17,6 +19,7 @@ fi
 
 load ../helpers/group
 load ../helpers/wait
+load ../helpers/records
 
 # gr_lockrun_sql N "SQL": SQL as lockrun's runtime account ('lockrun', its
 # default role active) on member N over TCP, as lockrun connects (the
@@ -31,4 +34,86 @@ gr_lockrun_sql() {
 gr_seconds_since() {
 	local now=${EPOCHREALTIME/[.,]/} then=${1/[.,]/}
 	printf '%d.%01d' $(((now - then) / 1000000)) $(((now - then) % 1000000 / 100000))
+}
+
+# clients_setup: for a test of clients under contention: $work, $rec (the
+# children's records), $rcs (the runs' exit statuses), one config per
+# order of the members, and $epochs0, the epochs so far.
+clients_setup() {
+	work=$BATS_TEST_TMPDIR
+	rec=$work/rec
+	rcs=$work/rcs
+	: >"$rec"
+	: >"$rcs"
+	worker_pids=()
+	# Each client tries every member, starting from another one; short
+	# timeouts, so that a dead or frozen member costs seconds.
+	local orders=("$(gr_addr 1), $(gr_addr 2), $(gr_addr 3)"
+		"$(gr_addr 2), $(gr_addr 3), $(gr_addr 1)"
+		"$(gr_addr 3), $(gr_addr 1), $(gr_addr 2)") k
+	for k in 0 1 2; do
+		gr_conf "$work/order$k.conf" "${orders[k]}" \
+			"connect_timeout = 2" "read_timeout = 3" "write_timeout = 3"
+	done
+	epochs0=$(gr_sql 1 "SELECT COUNT(*) FROM lr_epochs" lockrun)
+}
+
+# worker W NAME: runs of `lockrun -x NAME` with a 0.3 s child until
+# $work/stop exists, config order(W mod 3); "W RUN STATUS TIME" of each
+# run goes to $rcs. The wait (60 s) outlasts an election (about 22 s).
+worker() {
+	local w=$1 name=$2 r=0 rc
+	lr_close_fds
+	while [[ ! -e $work/stop ]]; do
+		r=$((r + 1))
+		rc=0
+		timeout -k 10 120 "$LOCKRUN" -vv -c "$work/order$(((w - 1) % 3)).conf" -w 60 --ttl 6 \
+			--kill-after 1 -x "$name" -- sh -c "$(fault_cmd "$rec" "$name" "w$w.$r" 0.3)" \
+			2>>"$work/stderr.w$w" || rc=$?
+		echo "$w $r $rc $(date +%T.%N)" >>"$rcs"
+	done
+}
+
+start_workers() {
+	local w
+	for ((w = 1; w <= 15; w++)); do
+		worker "$w" "$1" 3>&- &
+		worker_pids+=($!)
+	done
+}
+
+stop_workers() {
+	((${#worker_pids[@]})) || return 0
+	touch "$work/stop"
+	wait "${worker_pids[@]}" || true
+	worker_pids=()
+}
+
+# "exit STATUS: COUNT, ..." of the runs.
+statuses() {
+	awk '{ print $3 }' "$rcs" | sort -n | uniq -c |
+		awk '{ printf "%sexit %d: %d", (NR > 1 ? ", " : ""), $2, $1 }'
+}
+
+# grants_after MS: how many children entered at MS (wall clock) or later.
+grants_after() {
+	awk -v t="$1" '$1 == "enter" && $6 >= t { c++ } END { print c + 0 }' "$rec"
+}
+
+granted_after() { (($(grants_after "$1") > 0)); }
+
+# first_grant_after MS: the first enter time at MS or later.
+first_grant_after() {
+	awk -v t="$1" '$1 == "enter" && $6 >= t { if (!f || $6 < f) f = $6 } END { print f + 0 }' "$rec"
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+setup() {
+	gr_reset
+	clients_setup
+}
+
+teardown() {
+	stop_workers
 }

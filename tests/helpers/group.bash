@@ -249,10 +249,17 @@ _gr_args() {
 		--group-replication-local-address="127.0.0.1:${!xp}" \
 		--group-replication-group-seeds="$seeds" \
 		--group-replication-start-on-boot=OFF \
-		--group-replication-recovery-get-public-key=ON
+		--group-replication-recovery-get-public-key=ON \
+		--super-read-only=ON
 	# recovery_get_public_key: distributed recovery logs in to the donor
 	# as 'grrepl' with caching_sha2_password over a connection without
-	# TLS, which needs the donor's public key.
+	# TLS, which needs the donor's public key. super_read_only: a member
+	# starts read-only, as InnoDB Cluster's members do (MySQL Shell
+	# persists it), and the group makes its primary writable; a member
+	# restarted but not (yet) back in the group would otherwise be a
+	# writable server of its own beside the group, which lockrun takes
+	# for another server (a new epoch) and grants on (the campaign met it:
+	# a killed member whose join failed).
 }
 
 # _gr_node_start N: start member N's server (not in the group yet) and wait
@@ -454,12 +461,11 @@ gr_ctl() {
 	"$LOCKRUNCTL" -c "$LR_GROUP/admin$n.conf" "$@"
 }
 
-# gr_start: create the members, start them, provision lockrun on member 1
-# (and, with $LOCKRUNCTL set, `lockrunctl init` it) while it is still a
-# plain server, since lockrun refuses a member today; then member 1
-# bootstraps the group and the others join, recovering all of that from
-# it. Writes the client configs. Returns with all three ONLINE, member 1
-# the primary.
+# gr_start: create the members, start them (super_read_only); member 1
+# bootstraps the group and, as its primary, gets lockrun's database and
+# accounts (sql/grant.sql) and, with $LOCKRUNCTL set, `lockrunctl init`; then
+# the others join, recovering all of that from it. Writes the client
+# configs. Returns with all three ONLINE, member 1 the primary.
 gr_start() {
 	local n i rc=0
 	local -a pids=()
@@ -501,12 +507,12 @@ gr_start() {
 		pids+=($!)
 	done
 
-	# Database, accounts and lockrun's schema on member 1, a plain server
-	# still.
+	gr_bootstrap 1 || rc=1
+	# Database and accounts on member 1, the group's primary (writable).
 	local n1
 	n1=$(gr_node 1)
-	lr_provision "$n1" || return 1
-	(umask 077 && cp "$n1/lockrun.pw" "$LR_GROUP/lockrun.pw") || return 1
+	((rc == 0)) && lr_provision "$n1" || rc=1
+	((rc == 0)) && (umask 077 && cp "$n1/lockrun.pw" "$LR_GROUP/lockrun.pw") || rc=1
 	for ((n = 1; n <= LR_GROUP_MEMBERS; n++)); do
 		(
 			umask 077
@@ -520,11 +526,12 @@ gr_start() {
 		gr_conf "$LR_GROUP/node$n.conf" "$(gr_addr "$n")" || return 1
 	done
 	gr_conf "$LR_GROUP/all.conf" "$(gr_addr 1), $(gr_addr 2), $(gr_addr 3)" || return 1
-	if [[ -n ${LOCKRUNCTL:-} ]]; then
-		gr_ctl 1 init >/dev/null || return 1
-	fi
 
-	gr_bootstrap 1 || rc=1
+	# lockrun's schema on the primary of the group, as an administrator
+	# installs it on a running group: its first epoch is the group's.
+	if ((rc == 0)) && [[ -n ${LOCKRUNCTL:-} ]]; then
+		gr_ctl 1 init >/dev/null || rc=1
+	fi
 	for i in "${pids[@]}"; do wait "$i" || rc=1; done
 	((rc == 0)) || return 1
 	for ((n = 2; n <= LR_GROUP_MEMBERS; n++)); do

@@ -2,7 +2,7 @@
 """The fault campaign's workload and nemesis (tests/run-nemesis runs it).
 
   nemesis.py run --seed N --duration S --out DIR
-                 [--topology single|replication|galera]
+                 [--topology single|replication|galera|group]
                  (the environment names the programs, configs, proxy and
                  servers: see tests/run-nemesis)
   nemesis.py child DIR KIND RESOURCE PERMITS SECONDS RUN [FLAGS]
@@ -49,8 +49,14 @@ order), where its proxies listen on the nodes' own addresses and port, as
 lockrun's writer match needs; two hosts list every
 node (lockrun's writer node), the third names one node only, so that
 writes also come from a second node and are certified against the
-writer's. The run ends with a quiet period in which every client must get
-its lock.
+writer's. On a MySQL Group Replication group of three members
+(--topology group) it kills, freezes (SIGSTOP) or cuts off (its group
+communication threads stopped) the primary until the others elect a new
+one and a while longer, kills a secondary, or moves the primary
+(group_replication_set_as_primary); each member is back in the group
+before the next step. The hosts list every member, each starting from
+another; there are no proxies, so no host faults. The run ends with a
+quiet period in which every client must get its lock.
 
 Everything that happened goes to DIR as JSON lines, for nemesis_check.py,
 which shares no code with this file or with lockrun:
@@ -195,6 +201,8 @@ class Campaign:
         # if any; lockrunctl goes to another.
         self.cluster = os.environ.get("LR_GALERA")
         self.sick = None
+        # Group Replication: the group's directory (tests/helpers/group.bash).
+        self.group = os.environ.get("LR_GROUP")
         self.lockrun = os.environ["LOCKRUN"]
         self.lockrunctl = os.environ["LOCKRUNCTL"]
         self.admin = os.environ["LR_ADMIN_CONFIG"]
@@ -301,8 +309,9 @@ class Campaign:
     def sh(self, script, check=False):
         repl = os.path.join(os.path.dirname(self.helpers), "replication.bash")
         galera = os.path.join(os.path.dirname(self.helpers), "galera.bash")
+        group = os.path.join(os.path.dirname(self.helpers), "group.bash")
         cmd = ["bash", "-c", f'source "{self.helpers}"; source "{repl}"; '
-               f'source "{galera}"; {script}']
+               f'source "{galera}"; source "{group}"; {script}']
         try:
             return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
                                   text=True, check=check, timeout=300)
@@ -319,6 +328,10 @@ class Campaign:
         elif self.topology == "galera":
             node = next(n for n in (1, 2, 3) if n != self.sick)
             admin = os.path.join(self.cluster, f"admin{node}.conf")
+        elif self.topology == "group":
+            r = self.sh("gr_primary")
+            node = r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else "1"
+            admin = os.path.join(self.group, f"admin{node}.conf")
         r = subprocess.run([self.lockrunctl, "-c", admin, *args], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=60)
         return r.returncode, (r.stdout + r.stderr).strip()
@@ -650,9 +663,50 @@ class Campaign:
         self.sick = None
         self.log_fault(kind, f"node {n}", start, synced=r.returncode == 0, **more)
 
+    def group_step(self, rng):
+        """One fault on the Group Replication group, healed before the
+        next: the primary killed, frozen or cut off until the others elect
+        a new one (about 22 s with the servers' defaults) and 2 to 8 s
+        more, a secondary killed for 2 to 12 s, or the primary moved
+        (group_replication_set_as_primary) to another member. Then every
+        member is restarted, thawed or let back as it needs and rejoins,
+        and all three are ONLINE again."""
+        r = self.sh("gr_primary")
+        p = int(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else 1
+        kind = rng.choices(["kill-primary", "freeze-primary", "cut-primary", "set-primary",
+                            "kill-secondary"], [2, 2, 1, 2, 1])[0]
+        others = [m for m in (1, 2, 3) if m != p]
+        n = rng.choice(others) if kind in ("set-primary", "kill-secondary") else p
+        start = now()
+        more = {}
+        if kind == "set-primary":
+            r = self.sh(f"gr_set_primary {n}")
+            more["status"] = r.returncode
+        elif kind == "kill-secondary":
+            self.sh(f"gr_kill {n}")
+            time.sleep(rng.uniform(2, 12))
+        else:
+            fault = {"kill-primary": "gr_kill", "freeze-primary": "gr_freeze",
+                     "cut-primary": "gr_cut"}[kind]
+            self.sh(f"{fault} {n}")
+            r = self.sh(f"gr_wait_new_primary {n} 90")
+            more["elected"] = r.stdout.strip() or None
+            more["elected_at"] = now()
+            time.sleep(rng.uniform(2, 8))
+        if kind != "set-primary":
+            # A member that cannot rejoin (its join timed out on a loaded
+            # machine) is rebuilt, as gr_reset does: otherwise the group
+            # goes on with two, and the next fault on the primary leaves
+            # no majority.
+            r = self.sh(f"gr_rejoin {n} || gr_rebuild {n}")
+            more["rejoined"] = r.returncode == 0
+        r = self.sh("gr_wait_online 120 1 2 3")
+        self.log_fault(kind, f"member {n}", start, online=r.returncode == 0, **more)
+
     def topology_loop(self):
         rng = random.Random(f"{self.seed}:topology")
-        step = self.galera_step if self.topology == "galera" else self.topology_step
+        step = {"galera": self.galera_step, "group": self.group_step}.get(self.topology,
+                                                                           self.topology_step)
         while now() < self.quiet_at - 25:
             time.sleep(rng.uniform(4, 12))
             if now() >= self.quiet_at - 25:

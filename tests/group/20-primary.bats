@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+#
+# lockrun on a Group Replication group without a fault (run with
+# tests/run-group): a planned change of primary moves every client, holders
+# and waiters; the secondaries are never written; multi-primary mode and
+# --named are refused with one line; doctor names the group's mode, its
+# primary and its consistency level.
+
+bats_require_minimum_version 1.5.0
+
+load suite
+
+# sessions N: lockrun's sessions on member N (the runtime account's).
+sessions() {
+	gr_sql "$1" "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'lockrun'"
+}
+
+# proposed N: the transactions member N has proposed to the group itself,
+# as its origin (a write there, of any client).
+proposed() {
+	gr_sql "$1" "SELECT COUNT_TRANSACTIONS_LOCAL_PROPOSED FROM performance_schema.replication_group_member_stats
+		WHERE MEMBER_ID = @@server_uuid"
+}
+
+@test "set_as_primary moves every client, holders and waiters; the secondaries are never written" {
+	local p3 t0 t_moved first
+	p3=$(proposed 3)
+	start_workers gs
+	sleep 6
+	(($(sessions 1) > 0)) || fail "no client on member 1 before the change"
+	t0=$(now_ms)
+	gr_set_primary 2
+	# Every session leaves member 1 (now super_read_only): holders at
+	# their next renewal, waiters at their next call.
+	lr_wait_for -t 20 test_no_sessions 1 || fail "clients still on member 1: $(sessions 1)"
+	t_moved=$(now_ms)
+	lr_wait_for -t 20 granted_after "$t0" || fail "no grant after the change"
+	first=$(first_grant_after "$t0")
+	echo "# set_as_primary: first grant $(((first - t0) / 1000)).$(((first - t0) % 1000 / 100)) s after it, no client left on member 1 after $(((t_moved - t0) / 1000)).$(((t_moved - t0) % 1000 / 100)) s" >&3
+	sleep 3
+	stop_workers
+	echo "# runs: $(statuses)" >&3
+	run judge_ids "$rec" gs 1
+	echo "# $output" >&3
+	assert_success
+	assert_equal "$(sessions 1)" 0
+	# Member 3 was a secondary throughout: it proposed nothing.
+	assert_equal "$(proposed 3)" "$p3"
+	assert_equal "$(gr_sql 2 "SELECT COUNT(*) FROM lr_epochs" lockrun)" "$epochs0"
+}
+
+test_no_sessions() { (($(sessions "$1") == 0)); }
+
+@test "multi-primary mode is refused with one line; --named is refused on every member; single-primary again, locks go on" {
+	gr_multi_primary
+	run --separate-stderr "$LOCKRUN" -c "$LR_GROUP/all.conf" -w 1 -x gm -- touch "$work/ran"
+	local rc=$status err=$stderr
+	gr_single_primary 1
+	assert_equal "$rc" 69
+	[[ $err == *"this group is in multi-primary mode, which lockrun does not support (1290)" ]]
+	[[ ! -e $work/ran ]]
+	local n
+	for n in 1 2 3; do
+		run -64 "$LOCKRUN" -c "$LR_GROUP/node$n.conf" --named x -- touch "$work/ran"
+		assert_output --partial "is a member of a MySQL Group Replication group: named locks there are local to one member"
+	done
+	[[ ! -e $work/ran ]]
+	run "$LOCKRUN" -c "$LR_GROUP/all.conf" -x gm -- true
+	assert_success
+}
+
+@test "doctor names the mode, the primary and the consistency level, from the primary and from a secondary" {
+	run "$LOCKRUNCTL" -c "$LR_GROUP/all.conf" doctor
+	assert_output --regexp "ok[[:space:]]+galera[[:space:]]+a[[:space:]]+member[[:space:]]+of[[:space:]]+a[[:space:]]+single-primary[[:space:]]+MySQL[[:space:]]+Group[[:space:]]+Replication[[:space:]]+group[[:space:]]+\(3[[:space:]]+online\),[[:space:]]+itself[[:space:]]+ONLINE[[:space:]]+PRIMARY;[[:space:]]+the[[:space:]]+primary[[:space:]]+is[[:space:]]+127.0.0.21:$(gr_port)"
+	assert_output --regexp "ok[[:space:]]+group[[:space:]]+group_replication_consistency[[:space:]]+is[[:space:]]+BEFORE_ON_PRIMARY_FAILOVER"
+	run "$LOCKRUNCTL" -c "$LR_GROUP/node2.conf" doctor
+	assert_output --regexp "itself[[:space:]]+ONLINE[[:space:]]+SECONDARY;[[:space:]]+the[[:space:]]+primary[[:space:]]+is[[:space:]]+127.0.0.21:$(gr_port)"
+	assert_output --regexp "FAIL[[:space:]]+read_only[[:space:]]+super_read_only[[:space:]]+is[[:space:]]+ON"
+}
