@@ -205,7 +205,7 @@ struct conn {
 	size_t ans_len;
 	struct stmt stmts[MAX_STMTS];
 	size_t nstmts;
-	int heard; /* the server sent something since the client's last command */
+	int heard;   /* the server sent something since the client's last command */
 	int stalled; /* stall-login caught it in its login: silent for good */
 };
 
