@@ -55,6 +55,7 @@ clients_setup() {
 		gr_conf "$work/order$k.conf" "${orders[k]}" \
 			"connect_timeout = 2" "read_timeout = 3" "write_timeout = 3"
 	done
+	# shellcheck disable=SC2034 # read by the test files that source this
 	epochs0=$(gr_sql 1 "SELECT COUNT(*) FROM lr_epochs" lockrun)
 }
 
