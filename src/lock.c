@@ -1,6 +1,7 @@
 #include "lock.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "btimer.h"
 #include "duration.h"
@@ -12,6 +13,8 @@
 /* Tries of one attempt, or of a settlement, through deadlocks, lock wait
  * timeouts and lost connections (jittered backoff from 5 ms to 1 s). */
 #define TX_RETRIES 12
+/* Tries to leave the queue after a lost conflict (dequeue). */
+#define DEQUEUE_TRIES 3
 /* Past the end of the wait, tries go on only this long: one that failed
  * at once (a deadlock) is still tried again, but a database that keeps
  * failing (a 2 s lock wait per try, a connect timeout) holds the run
@@ -379,14 +382,29 @@ static enum tx attempt(struct lr_request *lk, bool may_enqueue)
 
 /* Leaves the queue: on giving up, on a signal, on an error. Also when an
  * acquire's answer was lost and could not be settled: it may have queued
- * us. Best effort: rows left behind expire after 10 s, but until then
- * they stand at the head of the queue. One round trip. */
+ * us. Best effort, but a lost conflict (deadlock, lock wait timeout,
+ * snapshot conflict) is tried again, as every transaction is: rows left
+ * behind expire only after 10 s, and until then they stand at the head of
+ * the queue, while a burst of waiters leaving and joining is when such
+ * conflicts come. lk->err keeps the acquire's own reason, which is what
+ * the run reports. One round trip a try, at most DEQUEUE_TRIES, each
+ * bounded by the server's lock wait of 2 s (lr_enter). */
 static void dequeue(struct lr_request *lk)
 {
+	char why[sizeof(lk->err)];
+	unsigned backoff = 20;
+
 	if (!lk->ever_queued && !lk->unsettled)
 		return;
-	if (ensure_connected(lk))
-		lr_call_dequeue(lk);
+	memcpy(why, lk->err, sizeof(why));
+	for (int i = 0; i < DEQUEUE_TRIES && ensure_connected(lk); i++) {
+		if (lr_call_dequeue(lk) != LR_CALL_RETRY ||
+		    !lr_db_error_is_retryable(lr_db_errno(lk->db)))
+			break;
+		lr_request_nap(lk, lr_request_jitter(backoff));
+		backoff *= 4;
+	}
+	memcpy(lk->err, why, sizeof(why));
 	lk->queued = false;
 }
 

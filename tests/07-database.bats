@@ -216,6 +216,29 @@ ms_since() {
 	wait "$a" || true
 }
 
+@test "a waiter stopped while another session locks its queue place still leaves the queue, once the lock is gone" {
+	"$LOCKRUN" -x dql -- sleep 60 3>&- &
+	local holder=$!
+	bg_pids="$holder"
+	lr_wait_eq 1 holds dql
+	"$LOCKRUN" -x dql -- true 3>&- 2>"$BATS_TEST_TMPDIR/w.err" &
+	local w=$!
+	bg_pids+=" $w"
+	lr_wait_eq 1 waiters dql
+	# Longer than lockrun's lock wait (2 s): its first lockrun_dequeue
+	# gets 1205 and must try again, not leave its place standing at the
+	# head of the queue until it expires.
+	lock_rows 3 lr_waiters "resource = 'dql'"
+	kill -TERM "$w"
+	local rc=0
+	wait "$w" || rc=$?
+	assert_equal "$rc" 143
+	assert_equal "$(waiters dql)" 0
+	wait "$locker"
+	run cat "$BATS_TEST_TMPDIR/w.err"
+	refute_output --partial "Lock wait timeout"
+}
+
 @test "a waiter that died holds back the queue for its short place lifetime, not its ttl" {
 	"$LOCKRUN" -x wdie -- sleep 2 3>&- &
 	local holder=$!
