@@ -123,7 +123,7 @@ long_options() {
 -c /etc/third.conf -q list --names"
 }
 
-@test "a database that does not answer in half a second: no names, no wait, no noise" {
+@test "a database that does not answer in a second: no names, no wait, no noise" {
 	fake_ctl 'echo early-name; exec sleep 30'
 	local t0=$SECONDS
 	run --separate-stderr complete_line lockrun -x ""

@@ -3,7 +3,7 @@
 # Installed as bash-completion's completions/lockrun, with completions/
 # lockrunctl a link to it. Lock names come from the database, through
 # "lockrunctl list --names" (with the -c FILE of the command line being
-# completed, if any), given half a second at most: when the database is
+# completed, if any), given a second at most: when the database is
 # slow, unreachable or not configured, names are simply not offered.
 # Works without the bash-completion package too (then sourced by hand).
 #
@@ -35,14 +35,14 @@ _lockrun_words()
 
 # _lockrun_names [CONFIG [KIND]]: the lock names the database knows (of
 # KIND: semaphore, mutex, rwlock or key), one a line;
-# nothing, quietly, if it fails or does not answer within half a second
+# nothing, quietly, if it fails or does not answer within a second
 # (then what it printed so far may be cut short: it is not used either).
 _lockrun_names()
 {
     local -a cfg=()
     local out
     [[ -n ${1-} ]] && cfg=(-c "$1")
-    out=$(timeout -k 0.2 0.5 lockrunctl "${cfg[@]}" -q list ${2:+"$2"} --names 2>/dev/null </dev/null) &&
+    out=$(timeout -k 0.2 1 lockrunctl "${cfg[@]}" -q list ${2:+"$2"} --names 2>/dev/null </dev/null) &&
         printf '%s\n' "$out"
 }
 
