@@ -452,11 +452,6 @@ static void on_login_done(uv_async_t *a)
 	uv_stop(a->loop);
 }
 
-static void free_async(uv_handle_t *h)
-{
-	free(h);
-}
-
 /*
  * Runs login l with the connector's blocking API on a thread of its own,
  * while this one runs the loop, as lr_dbio_drive does: signals, timers
@@ -495,7 +490,7 @@ static bool login_on_thread(lr_db *db, struct login *l, unsigned timeout_ms, boo
 	started = pthread_create(&t, NULL, login_main, l) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!started) {
-		uv_close((uv_handle_t *)l->wake, free_async);
+		uv_close((uv_handle_t *)l->wake, lr_dbio_free_handle);
 		drop_handle(db);
 		lr_dbio_set_error(db, CR_OUT_OF_MEMORY, "%s: could not start a thread", db->server);
 		return false;
@@ -513,7 +508,7 @@ static bool login_on_thread(lr_db *db, struct login *l, unsigned timeout_ms, boo
 	lr_dbio_stop_deadline(db);
 	if (*abandoned) {
 		/* The thread no longer touches l->wake (login_main). */
-		uv_close((uv_handle_t *)l->wake, free_async);
+		uv_close((uv_handle_t *)l->wake, lr_dbio_free_handle);
 		pthread_detach(t);
 		db->m = NULL;
 		if (db->expired)
@@ -526,7 +521,7 @@ static bool login_on_thread(lr_db *db, struct login *l, unsigned timeout_ms, boo
 	}
 	/* Its uv_async_send may still be under way: joined first. */
 	pthread_join(t, NULL);
-	uv_close((uv_handle_t *)l->wake, free_async);
+	uv_close((uv_handle_t *)l->wake, lr_dbio_free_handle);
 	fd = (int)mysql_get_socket(l->m);
 	if (fd >= 0 && (fl = fcntl(fd, F_GETFL)) >= 0)
 		fcntl(fd, F_SETFL, fl | O_NONBLOCK);

@@ -40,7 +40,8 @@ bool lr_dbio_init(lr_db *db, uv_loop_t *loop)
 	return true;
 }
 
-static void free_handle(uv_handle_t *h)
+/* uv_close's callback for a handle of its own allocation. */
+void lr_dbio_free_handle(uv_handle_t *h)
 {
 	free(h);
 }
@@ -50,8 +51,8 @@ static void free_handle(uv_handle_t *h)
  * once more before uv_loop_close() so the memory is returned. */
 void lr_dbio_finish(lr_db *db)
 {
-	uv_close((uv_handle_t *)db->wait_timer, free_handle);
-	uv_close((uv_handle_t *)db->deadline, free_handle);
+	uv_close((uv_handle_t *)db->wait_timer, lr_dbio_free_handle);
+	uv_close((uv_handle_t *)db->deadline, lr_dbio_free_handle);
 }
 
 void lr_dbio_set_error(lr_db *db, unsigned err, const char *fmt, ...)
@@ -86,7 +87,7 @@ void lr_dbio_watch_idle(lr_db *db)
 void lr_dbio_drop_poll(lr_db *db)
 {
 	if (db->poll) {
-		uv_close((uv_handle_t *)db->poll, free_handle);
+		uv_close((uv_handle_t *)db->poll, lr_dbio_free_handle);
 		db->poll = NULL;
 	}
 	db->poll_fd = -1;
@@ -635,7 +636,7 @@ static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, unsigned time
 	if (!ok)
 		take_stmt_error(db, st, "call", timeout_ms);
 out:
-	uv_close((uv_handle_t *)d.wake, free_handle);
+	uv_close((uv_handle_t *)d.wake, lr_dbio_free_handle);
 	return ok;
 }
 

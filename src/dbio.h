@@ -89,6 +89,7 @@ typedef int (*lr_dbio_cont)(lr_db *db, int status);
 
 bool lr_dbio_init(lr_db *db, uv_loop_t *loop);
 void lr_dbio_finish(lr_db *db);
+void lr_dbio_free_handle(uv_handle_t *h);
 void lr_dbio_set_error(lr_db *db, unsigned err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void lr_dbio_take_error(lr_db *db, const char *what, unsigned timeout_ms);
