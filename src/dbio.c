@@ -13,12 +13,29 @@
 
 #include <errmsg.h>
 #include <mysqld_error.h>
+#include <openssl/err.h>
 
 #include "log.h"
 #include "strbuf.h"
 
 static void free_rows(struct lr_dbio_rows *r);
 static void close_stmts(lr_db *db);
+
+/*
+ * Called before each operation of the connector's: empties this thread's
+ * OpenSSL error queue. The connector tells a TLS read or write that would
+ * block from a failed one with SSL_get_error(), which reads that queue,
+ * and it leaves there what a lost TLS connection put in. Logins that may
+ * start TLS run on threads of their own (dbconn.c), so nothing else
+ * empties this thread's queue: one entry left by a lost connection made
+ * every later wait for an answer on a TLS connection fail as a lost
+ * connection, and a holder whose connection was cut could not renew on
+ * the next one. Local work.
+ */
+static void tls_errors_clear(void)
+{
+	ERR_clear_error();
+}
 
 /* Sets up the driver's part of a zeroed handle: its two timers on loop.
  * False when out of memory (nothing is left to free). */
@@ -302,6 +319,7 @@ static void free_result(lr_db *db)
 void lr_db_disconnect(lr_db *db)
 {
 	free_result(db);
+	tls_errors_clear();
 	if (db->m) {
 		if (db->err == 0 || !lr_db_error_is_connection(db->err)) {
 			int st = mysql_close_start(db->m);
@@ -401,6 +419,7 @@ bool lr_dbio_query(lr_db *db, const char *sql, const char *shown, unsigned timeo
 	}
 	lr_log_debug("%s: %s", db->server, shown);
 	db->expired = db->aborting = false;
+	tls_errors_clear();
 	st = mysql_real_query_start(&db->ret_int, db->m, sql, strlen(sql));
 	if (st)
 		lr_dbio_drive(db, st, cont_query, timeout_ms);
@@ -796,6 +815,7 @@ bool lr_dbio_call(lr_db *db, const char *sql, const char *const *params, unsigne
 		return call_text(db, sql, params, nparams, timeout_ms);
 	lr_log_debug("%s: %s", db->server, sql);
 	db->expired = db->aborting = false;
+	tls_errors_clear();
 	if (!(st = kept_stmt(db, sql))) {
 		if (!(st = new_stmt(db, sql)))
 			goto fail;

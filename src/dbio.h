@@ -8,7 +8,8 @@
  * dbio.c and dbconn.c include this header; the rest of lockrun uses
  * db.h, which declares the public functions defined here too.
  *
- * May use: db (its types and what dbio.c defines), log, strbuf.
+ * May use: db (its types and what dbio.c defines), log, strbuf; OpenSSL's
+ * error queue (tls_errors_clear).
  */
 #ifndef LR_DBIO_H
 #define LR_DBIO_H

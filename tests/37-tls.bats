@@ -67,6 +67,10 @@ setup() {
 	port=$(<"$TS/server.port")
 }
 
+teardown() {
+	[[ -z ${proxy_pid:-} ]] || kill "$proxy_pid" 2>/dev/null || true
+}
+
 # conf_with KEY=VALUE...: this file's server's account config, with keys
 # replaced or added.
 conf_with() {
@@ -159,6 +163,34 @@ for f in json.load(sys.stdin)["checks"]:
 	run cat "$BATS_TEST_TMPDIR/out"
 	assert_line done
 	[[ $(grep -c "connected to db.lockrun.test:$port" "$BATS_TEST_TMPDIR/out") -ge 2 ]]
+}
+
+@test "a connection killed mid-run while answers are slow: the next TLS connection renews, and the command runs on" {
+	# Through a proxy that holds every chunk 1 ms each way, so that each
+	# wait for an answer is a real wait: what the lost TLS connection left
+	# in the thread's OpenSSL error queue made every such wait on the next
+	# connection fail as a lost connection too (the lease ran out: 76).
+	local fifo=$BATS_TEST_TMPDIR/ctl
+	"$LR_TOOLS/lrproxy" --target "$port" --port-file "$BATS_TEST_TMPDIR/proxy.port" \
+		--control "$fifo" >/dev/null 3>&- &
+	proxy_pid=$!
+	lr_wait_for test -s "$BATS_TEST_TMPDIR/proxy.port"
+	echo "delay 1" >"$fifo"
+	lr_wait_for grep -qx "ok delay 1" "$fifo.log"
+	conf_with "host=db.lockrun.test" "port=$(<"$BATS_TEST_TMPDIR/proxy.port")" \
+		"ssl_ca=$TS/tls/ca.pem" "ssl_verify_server_cert=true"
+	named "$LOCKRUN" -v -c "$conf" --ttl 3 --kill-after 0.5 -s tls37 -- sh -c 'sleep 4; echo done' \
+		>"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+	local pid=$! id rc=0
+	sleep 1
+	for id in $(lr_admin_sql "$TS" "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'lockrun'"); do
+		lr_admin_sql "$TS" "KILL $id" || true
+	done
+	wait "$pid" || rc=$?
+	run cat "$BATS_TEST_TMPDIR/out"
+	assert_equal "$rc" 0
+	assert_line done
+	assert_output --partial "cannot renew the lease"
 }
 
 @test "a waiter's second connection, its doorbell, verifies the name too" {
