@@ -4,8 +4,8 @@
 -- Router 9.7 sends (see tests/group/README.md, "MySQL Router"); it is not
 -- what MySQL Shell creates, and holds no ClusterSet, ReplicaSet or read
 -- replica. Run on the group's primary, so every member has it; idempotent.
--- @CLUSTER_ID@, @GROUP_NAME@, @ROUTER_ID@, @ROUTER_USER@ and one
--- "@MEMBERS@" line of rows (uuid, 'host:port') are filled in by the caller.
+-- @CLUSTER_ID@, @GROUP_NAME@, @ROUTER_ID@, @ROUTER_USER@, @ROUTER_PASSWORD@
+-- and @MEMBERS@ (the instances' rows) are filled in by the caller.
 
 CREATE DATABASE IF NOT EXISTS mysql_innodb_cluster_metadata;
 USE mysql_innodb_cluster_metadata;
@@ -29,8 +29,8 @@ CREATE TABLE IF NOT EXISTS instances (
 	mysql_server_uuid VARCHAR(40) NOT NULL UNIQUE,
 	endpoint VARCHAR(265) NOT NULL
 );
--- The rows Router keeps up to date itself: its version and ports when it
--- starts, last_check_in every 10 s or so (from the primary only).
+-- The row Router keeps up to date itself, through the primary: its
+-- version, ports and configuration (attributes) and last_check_in.
 CREATE TABLE IF NOT EXISTS routers (
 	router_id INT UNSIGNED PRIMARY KEY,
 	router_name VARCHAR(265) NOT NULL,
@@ -83,7 +83,7 @@ CREATE OR REPLACE SQL SECURITY INVOKER VIEW v2_cs_members AS
 INSERT INTO clusters (cluster_id, cluster_name, group_name, router_options)
 	VALUES ('@CLUSTER_ID@', 'lrgroup', '@GROUP_NAME@', JSON_OBJECT())
 	ON DUPLICATE KEY UPDATE group_name = VALUES(group_name);
--- One row per member: (uuid, 'host:port'), by the caller.
+-- One row per member: (cluster, uuid, 'host:port'), by the caller.
 DELETE FROM instances;
 INSERT INTO instances (cluster_id, mysql_server_uuid, endpoint) VALUES
 @MEMBERS@;
