@@ -10,18 +10,6 @@ bats_require_minimum_version 1.5.0
 
 load suite
 
-# sessions N: lockrun's sessions on member N (the runtime account's).
-sessions() {
-	gr_sql "$1" "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'lockrun'"
-}
-
-# proposed N: the transactions member N has proposed to the group itself,
-# as its origin (a write there, of any client).
-proposed() {
-	gr_sql "$1" "SELECT COUNT_TRANSACTIONS_LOCAL_PROPOSED FROM performance_schema.replication_group_member_stats
-		WHERE MEMBER_ID = @@server_uuid"
-}
-
 @test "set_as_primary moves every client, holders and waiters; the secondaries are never written" {
 	local p3 t0 t_moved first
 	p3=$(proposed 3)
@@ -48,8 +36,6 @@ proposed() {
 	assert_equal "$(proposed 3)" "$p3"
 	assert_equal "$(gr_sql 2 "SELECT COUNT(*) FROM lr_epochs" lockrun)" "$epochs0"
 }
-
-test_no_sessions() { (($(sessions "$1") == 0)); }
 
 @test "multi-primary mode is refused with one line; --named is refused on every member; single-primary again, locks go on" {
 	gr_multi_primary

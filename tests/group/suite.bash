@@ -108,6 +108,20 @@ first_grant_after() {
 	awk -v t="$1" '$1 == "enter" && $6 >= t { if (!f || $6 < f) f = $6 } END { print f + 0 }' "$rec"
 }
 
+# sessions N: lockrun's sessions on member N (the runtime account's).
+sessions() {
+	gr_sql "$1" "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'lockrun'"
+}
+
+test_no_sessions() { (($(sessions "$1") == 0)); }
+
+# proposed N: the transactions member N has proposed to the group itself,
+# as its origin (a write there, of any client).
+proposed() {
+	gr_sql "$1" "SELECT COUNT_TRANSACTIONS_LOCAL_PROPOSED FROM performance_schema.replication_group_member_stats
+		WHERE MEMBER_ID = @@server_uuid"
+}
+
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 setup() {

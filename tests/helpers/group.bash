@@ -619,3 +619,227 @@ gr_stop() {
 	for i in "${pids[@]}"; do wait "$i" || rc=1; done
 	return "$rc"
 }
+
+# --- MySQL Router ----------------------------------------------------------
+#
+# MySQL Router (Debian's mysql-router, in the server's root) in front of
+# the group: its metadata cache follows the group through the InnoDB
+# Cluster metadata, which MySQL Shell writes and the tests write instead
+# (tests/helpers/group-router.sql); its [routing:rw] section sends each new
+# classic connection to the primary of the moment. Router listens on
+# 127.0.0.20 and a port of its own, reads the metadata and the members'
+# state as 'lrrouter', and runs as mysql in the server's root. Its files
+# are in LR_GROUP/router: mysqlrouter.conf, state.json (the metadata
+# servers), the keyring with the account's password, mysqlrouter.log, and
+# tls/ (a CA, and Router's certificate for 127.0.0.20 signed by it).
+
+# The package, for tests/run-group (lr_server_root_add).
+# shellcheck disable=SC2034 # used by tests/run-group
+LR_GROUP_ROOT_PACKAGES=(mysql-router)
+
+gr_router_dir() { echo "$LR_GROUP/router"; }
+gr_router_addr() { echo 127.0.0.20; }
+
+# gr_router_port: Router's read-write classic port.
+gr_router_port() { cat "$(gr_router_dir)/port"; }
+
+# _gr_router_metadata PASSWORD: the metadata, written on the primary (every
+# member has it then), naming members 1..3 and router_id 1; Router's
+# account 'lrrouter' gets PASSWORD.
+_gr_router_metadata() {
+	local pw=$1 n members='' p sql
+	_gr_env
+	for ((n = 1; n <= LR_GROUP_MEMBERS; n++)); do
+		members+="${members:+, }('@CLUSTER_ID@', '$(gr_uuid "$n")', '$(gr_addr "$n"):$GR_SQL_PORT')"
+	done
+	p=$(gr_primary) || return 1
+	sql=$(sed -e "s|@MEMBERS@|$members|" -e "s|@CLUSTER_ID@|$GR_GROUP_NAME|g" \
+		-e "s|@GROUP_NAME@|$GR_GROUP_NAME|g" -e "s|@ROUTER_ID@|1|g" \
+		-e "s|@ROUTER_USER@|lrrouter|g" -e "s|@ROUTER_PASSWORD@|$pw|g" \
+		"$LR_SRC/tests/helpers/group-router.sql") || return 1
+	GR_SQL_TIMEOUT=60 gr_sql "$p" "$sql"
+}
+
+# _gr_router_tls DIR: lr_tls_make's CA and certificates, plus router.pem
+# and router-key.pem, a server certificate for Router's address.
+_gr_router_tls() {
+	local dir=$1
+	lr_tls_make "$dir" || return 1
+	(
+		set -e
+		cd "$dir"
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+			-subj '/CN=router' -keyout router-key.pem -out router.csr
+		printf '%s\n' 'basicConstraints = critical, CA:FALSE' \
+			'keyUsage = critical, digitalSignature' 'extendedKeyUsage = serverAuth' \
+			"subjectAltName = IP:$(gr_router_addr)" >router.ext
+		openssl x509 -req -days 2 -in router.csr -CA ca.pem -CAkey ca-key.pem \
+			-CAcreateserial -extfile router.ext -out router.pem
+		rm -f router.csr router.ext ca.srl
+		chmod 644 router.pem
+	) >>"$dir/openssl.log" 2>&1 || {
+		_gr_say "Router's certificate: $(tail -n 3 "$dir/openssl.log")"
+		return 1
+	}
+	# Router runs as mysql and reads its keys.
+	_lr_in_root chgrp mysql "$dir/router-key.pem" "$dir/server-key.pem" &&
+		chmod 640 "$dir/router-key.pem" "$dir/server-key.pem"
+}
+
+# The TLS of gr_router_start's [routing:rw] unless told otherwise: clients
+# must use TLS, with Router's certificate for its address; Router uses TLS
+# to the members and verifies their certificates against their CA (the
+# members share one, gr_start).
+_gr_router_tls_lines() {
+	local dir
+	dir=$(gr_router_dir)
+	printf '%s\n' "client_ssl_mode = REQUIRED" \
+		"client_ssl_cert = $dir/tls/router.pem" "client_ssl_key = $dir/tls/router-key.pem" \
+		"server_ssl_mode = REQUIRED" "server_ssl_verify = VERIFY_CA" \
+		"server_ssl_ca = $dir/members-ca.pem"
+}
+
+# gr_router_start [LINE...]: MySQL Router in front of the group; its
+# [routing:rw] section gets the LINEs (e.g. "client_ssl_mode = PASSTHROUGH")
+# instead of the TLS settings above, and routes to the primary (or to the
+# role GR_ROUTER_ROLE names, e.g. SECONDARY). Waits until Router has read the
+# metadata and routes (30 s). Restarts Router if it runs. The metadata,
+# account and keyring are made the first time.
+gr_router_start() {
+	local dir port n servers='' i pw seen=0
+	local -a lines
+	dir=$(gr_router_dir)
+	gr_router_stop
+	mkdir -p "$dir" && chmod 755 "$dir" || return 1
+	_gr_env
+	if [[ ! -s $dir/keyring ]]; then
+		lr_free_port >"$dir/port" || return 1
+		_gr_router_tls "$dir/tls" || return 1
+		cp "$LR_GROUP/pristine/data/ca.pem" "$dir/members-ca.pem" || return 1
+		pw=$(openssl rand -hex 16) || return 1
+		_gr_router_metadata "$pw" || return 1
+		_lr_in_root mysqlrouter_keyring init "$dir/keyring" \
+			--master-key-file "$dir/mysqlrouter.key" >/dev/null &&
+			_lr_in_root mysqlrouter_keyring set "$dir/keyring" lrrouter password "$pw" \
+				--master-key-file "$dir/mysqlrouter.key" >/dev/null || return 1
+	fi
+	port=$(<"$dir/port")
+	for ((n = 1; n <= LR_GROUP_MEMBERS; n++)); do
+		servers+="${servers:+, }\"mysql://$(gr_addr "$n"):$GR_SQL_PORT\""
+	done
+	cat >"$dir/state.json" <<-EOF
+		{"version": "1.0.0", "metadata-cache": {"group-replication-id": "$GR_GROUP_NAME",
+		 "cluster-metadata-servers": [$servers]}}
+	EOF
+	if (($#)); then
+		lines=("$@")
+	else
+		mapfile -t lines < <(_gr_router_tls_lines)
+	fi
+	{
+		cat <<-EOF
+			[DEFAULT]
+			logging_folder = $dir
+			runtime_folder = $dir
+			data_folder = $dir
+			keyring_path = $dir/keyring
+			master_key_path = $dir/mysqlrouter.key
+			dynamic_state = $dir/state.json
+			unknown_config_option = error
+
+			[logger]
+			level = INFO
+
+			[metadata_cache:lrgroup]
+			cluster_type = gr
+			router_id = 1
+			user = lrrouter
+			metadata_cluster = lrgroup
+			ttl = 0.5
+			use_gr_notifications = 0
+
+			[routing:rw]
+			bind_address = $(gr_router_addr)
+			bind_port = $port
+			destinations = metadata-cache://lrgroup/?role=${GR_ROUTER_ROLE:-PRIMARY}
+			routing_strategy = first-available
+			protocol = classic
+		EOF
+		printf '%s\n' "${lines[@]}"
+	} >"$dir/mysqlrouter.conf"
+	_lr_in_root chown mysql: "$dir" "$dir/keyring" "$dir/mysqlrouter.key" "$dir/state.json" ||
+		return 1
+	[[ -e $dir/mysqlrouter.log ]] && seen=$(wc -l <"$dir/mysqlrouter.log")
+	(
+		lr_close_fds
+		exec chroot "$LR_SERVER_ROOT" mysqlrouter --user=mysql -c "$dir/mysqlrouter.conf" \
+			</dev/null >>"$dir/stdout" 2>&1
+	) &
+	echo $! >"$dir/pid"
+	# Routing starts with the first metadata that has a primary ("mode=RW").
+	for ((i = 0; i < 300; i++)); do
+		tail -n +$((seen + 1)) "$dir/mysqlrouter.log" 2>/dev/null | grep -q 'mode=RW' &&
+			return 0
+		kill -0 "$(<"$dir/pid")" 2>/dev/null || break
+		sleep 0.1
+	done
+	_gr_say "MySQL Router did not read the metadata; end of its log:"
+	tail -n 20 "$dir/mysqlrouter.log" >&2
+	cat "$dir/stdout" >&2
+	gr_router_stop
+	return 1
+}
+
+# gr_router_conf FILE [LINE...]: a lockrun config (gr_conf) whose one host
+# is Router's read-write port, over TLS with Router's certificate verified
+# against its address, and each LINE added to [database].
+gr_router_conf() {
+	local file=$1 dir
+	shift
+	dir=$(gr_router_dir)
+	gr_conf "$file" "$(gr_router_addr)" "ssl_ca = $dir/tls/ca.pem" \
+		"ssl_verify_server_cert = true" "${@:-connect_timeout = 5}" || return 1
+	sed -i -e "s/^port = .*/port = $(gr_router_port)/" -e '/^server_public_key = /d' "$file"
+}
+
+# gr_router_member: the member Router's read-write port leads to now, by
+# number (a new connection as 'lockrun', over TLS, whatever certificate
+# answers: it only asks @@server_id), or nothing.
+gr_router_member() {
+	local id
+	id=$(MYSQL_PWD=$(<"$LR_GROUP/lockrun.pw") timeout 10 mariadb --no-defaults \
+		--ssl --skip-ssl-verify-server-cert --connect-timeout=3 \
+		-h "$(gr_router_addr)" -P "$(gr_router_port)" -u lockrun -N -B \
+		-e "SELECT @@server_id" 2>/dev/null) || return 1
+	[[ $id == 2[1-9] ]] && echo "${id#2}"
+}
+
+# gr_router_warm: lockrun's account logs in once to each running member,
+# directly and over TLS, so that each has its password cached: a later
+# login with caching_sha2_password then needs no RSA exchange, which
+# Router cannot forward (see gr_router_start's callers).
+gr_router_warm() {
+	local n
+	for ((n = 1; n <= LR_GROUP_MEMBERS; n++)); do
+		{ gr_running "$n" && ! gr_frozen "$n"; } || continue
+		MYSQL_PWD=$(<"$LR_GROUP/lockrun.pw") timeout 10 mariadb --no-defaults \
+			--ssl --skip-ssl-verify-server-cert --connect-timeout=3 \
+			-h "$(gr_addr "$n")" -P "$(gr_port)" -u lockrun -e "SELECT 1" >/dev/null || return 1
+	done
+}
+
+# gr_router_stop: stop Router (SIGTERM; SIGKILL after 10 s).
+gr_router_stop() {
+	local f i pid
+	f=$(gr_router_dir)/pid
+	[[ -s $f ]] || return 0
+	pid=$(<"$f")
+	kill "$pid" 2>/dev/null || true
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$f"
+	return 0
+}

@@ -12,6 +12,9 @@
 #   lr_server_root_for NAME   print the root of server NAME, making it if needed
 #   LR_SERVER_ROOT            set to that root: server.bash runs mariadbd,
 #                             mariadb-install-db and the mysql user's checks in it
+#   lr_server_root_add ROOT PACKAGE...
+#                             install those of the release's PACKAGEs that ROOT
+#                             lacks (a suite's extra programs, e.g. mysql-router)
 #
 # Servers (NAME): mariadb-10.11 (this machine's own on Debian 12: no root),
 # mariadb-11.8 (Debian 13 "trixie"), mysql-9.7 (Debian unstable "sid",
@@ -99,16 +102,39 @@ lr_server_root_for() {
 		# No service may start inside: the suites start their own.
 		printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 		chmod 755 "$root/usr/sbin/policy-rc.d"
-		_lr_root_say "installing ${pkgs[*]} in $root"
-		chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -c \
-			'apt-get -o Acquire::Check-Valid-Until=false update -q &&
-				apt-get install -y -q --no-install-recommends "$@"' \
-			sh "${pkgs[@]}" >>"$LR_SERVER_ROOTS/$suite.log" 2>&1 || {
-			_lr_root_say "installing the server failed; end of $LR_SERVER_ROOTS/$suite.log:"
-			tail -n 20 "$LR_SERVER_ROOTS/$suite.log" >&2
-			return 1
-		}
+		_lr_root_install "$root" "${pkgs[@]}" || return 1
 	fi
 	lr_server_root_mount "$root" || return 1
 	echo "$root"
+}
+
+# _lr_root_install ROOT PACKAGE...: apt inside ROOT, from its own release,
+# logged to ROOT.log. Waits for another run's apt in the same root.
+_lr_root_install() {
+	local root=$1
+	shift
+	_lr_root_say "installing $* in $root"
+	chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -c \
+		'apt-get -o Acquire::Check-Valid-Until=false -o DPkg::Lock::Timeout=300 update -q &&
+			apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "$@"' \
+		sh "$@" >>"$root.log" 2>&1 || {
+		_lr_root_say "installing $* failed; end of $root.log:"
+		tail -n 20 "$root.log" >&2
+		return 1
+	}
+}
+
+# lr_server_root_add ROOT PACKAGE...: install those PACKAGEs that ROOT
+# (made by lr_server_root_for) does not have yet; nothing when it has them
+# all, so a root made before a suite needed them gets them too.
+lr_server_root_add() {
+	local root=$1 p
+	local -a missing=()
+	shift
+	for p; do
+		# shellcheck disable=SC2016 # dpkg-query's own ${Status}
+		[[ $(chroot "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *" installed" ]] ||
+			missing+=("$p")
+	done
+	((${#missing[@]} == 0)) || _lr_root_install "$root" "${missing[@]}"
 }
