@@ -9,12 +9,9 @@
 # while it is changed by the group; what Router's TLS settings make of
 # lockrun's rules on certificates and RSA keys.
 #
-# The clients under contention reach Router without TLS (client_ssl_mode
-# PASSTHROUGH, lockrun's server_public_key) with each member's password
-# cache warmed (gr_router_warm): Router cannot forward a password that a
-# client encrypted with a key it already had (the last test), and a
-# lockrun over TLS does not survive a reconnection on MySQL (see
-# tests/group/README.md, "MySQL Router").
+# The clients under contention reach Router over verified TLS, as the
+# documented set-up has it: Router's certificate for its address, Router's
+# own TLS to the members.
 
 bats_require_minimum_version 1.5.0
 
@@ -30,17 +27,16 @@ teardown() {
 	stop_workers
 }
 
-# plain_router_clients: Router without TLS of its own (PASSTHROUGH), the
-# members' password caches warmed, and the workers' configs (order0..2,
-# read by worker) naming Router alone, with the suite's short timeouts.
-plain_router_clients() {
+# router_clients: Router as gr_router_start makes it (TLS ends at Router,
+# with a certificate for its address; Router's own TLS to the members),
+# and the workers' configs (order0..2, read by worker) naming Router
+# alone over verified TLS, with the suite's short timeouts.
+router_clients() {
 	local k
-	gr_router_start "client_ssl_mode = PASSTHROUGH"
-	gr_router_warm
+	gr_router_start
 	for k in 0 1 2; do
-		gr_conf "$work/order$k.conf" "$(gr_router_addr)" \
-			"connect_timeout = 2" "read_timeout = 3" "write_timeout = 3"
-		sed -i "s/^port = .*/port = $(gr_router_port)/" "$work/order$k.conf"
+		gr_router_conf "$work/order$k.conf" "connect_timeout = 2" "read_timeout = 3" \
+			"write_timeout = 3" || return 1
 	done
 }
 
@@ -86,7 +82,7 @@ secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
 
 @test "the primary killed under 15 clients through Router: one holder at a time, tokens increasing, grants again soon after Router routes to the new primary" {
 	local t0 t_el t_rt first new
-	plain_router_clients
+	router_clients
 	start_workers grk
 	sleep 6
 	(($(grants_after 0) > 0)) || fail "no grant before the fault"
@@ -116,7 +112,7 @@ secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
 # through it and reach the new one.
 @test "set_as_primary under 15 clients through Router: Router cuts the old primary's connections, clients move, one holder at a time" {
 	local t0 t_moved first p3
-	plain_router_clients
+	router_clients
 	p3=$(proposed 3)
 	start_workers grs
 	sleep 6
