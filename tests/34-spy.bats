@@ -167,18 +167,23 @@ print(",".join("\x27%s\x27" % i for i in d["ids"]) or "NULL")' "$spy"
 	local spy=$BATS_TEST_TMPDIR/spy.json lease
 	run "$LOCKRUNCTL" -c "$LOCKRUN_CONFIG" doctor
 	assert_line --regexp '^WARN +general_log +MySQL shows every statement.s parameters in the'
+	# The resource's row, for another session to lock below.
+	"$LOCKRUN" -x spy-my -- true
 	/usr/bin/python3 "$LR_SRC/tests/tools/spy.py" "$LOCKRUN_CONFIG" 4 --no-replay >"$spy" 3>&- &
 	local spy_pid=$!
 	sleep 0.5
-	# A waiter's acquire runs while the holder holds: its text is there.
-	"$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-my -- sh -c 'echo "$LOCKRUN_LEASE" >"$1"; sleep 2' sh \
-		"$BATS_TEST_TMPDIR/lease" 3>&- &
-	local holder=$!
-	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -w 10 -x spy-my -- true
+	# Another session holds that row for 1.5 s, less than the routines'
+	# lock wait of 2 s: the run's acquire CALL waits in the server that
+	# long, with its text there to read however slowly the spy polls.
+	sql "START TRANSACTION; SELECT * FROM lr_resources WHERE name = 'spy-my' FOR UPDATE;
+		DO SLEEP(1.5); COMMIT" >/dev/null 3>&- &
+	local locker=$!
+	lr_wait_eq 1 sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'DO SLEEP(1.5)%'"
+	run "$LOCKRUN" --ttl 3s --kill-after 0.5s -x spy-my -- sh -c 'echo "$LOCKRUN_LEASE"'
 	assert_success
-	wait "$holder"
+	lease=$output
+	wait "$locker"
 	wait "$spy_pid"
-	lease=$(<"$BATS_TEST_TMPDIR/lease")
 	run /usr/bin/python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
