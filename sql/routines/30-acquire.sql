@@ -16,14 +16,16 @@ DELIMITER //
 -- commits in every case, so the sweep makes progress even while the
 -- resource stays busy. Returns one row per item in name order.
 --
--- Three ways through, so that a connection parses only what its call
+-- Four ways through, so that a connection parses only what its call
 -- needs (a routine is parsed on a session's first call of it, and every
 -- lockrun run is a new connection): a grant handed to this request while
 -- it waited is claimed (lr_claim); the common acquire, one item whose row
 -- exists and is free, with nobody queued, nothing to sweep and no
 -- fail-over in the way, is granted here in one transaction of six short
--- statements; everything else goes to lr_parse and lr_acquire, which
--- decide it again from the start.
+-- statements; the common enqueue, the same item busy (it does not fit)
+-- and this request not queued yet, takes its place at the tail here, in
+-- one transaction of as many; everything else goes to lr_parse and
+-- lr_acquire, which decide it again from the start.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquire(
   IN p_items VARCHAR(4000), IN p_request CHAR(32) CHARACTER SET ascii,
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED, IN p_enqueue TINYINT,
@@ -34,7 +36,9 @@ proc: BEGIN
   DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_galera, v_fast TINYINT DEFAULT 0;
   DECLARE v_done, v_n INT DEFAULT 0;
-  DECLARE v_gid, v_permits, v_cap, v_used, v_fence, v_floor BIGINT UNSIGNED;
+  DECLARE v_gid, v_permits, v_cap, v_used, v_fence, v_floor, v_ticket, v_head BIGINT UNSIGNED;
+  DECLARE v_wait_for VARCHAR(64) CHARACTER SET ascii;
+  DECLARE v_holder VARCHAR(700);
   DECLARE v_held_as CHAR(32) CHARACTER SET ascii;
   DECLARE v_items VARCHAR(4000) DEFAULT p_items;
   DECLARE v_kind, v_rkind VARCHAR(10);
@@ -83,6 +87,17 @@ proc: BEGIN
   --    new, the epoch this server's and past its quarantine, the
   --    resource not paused, and not lr_fresh's minute. Anything else is
   --    decided by lr_acquire.
+  -- 2. The common enqueue (p_enqueue), from the same reads: the same
+  --    item, row, epoch and resource, but busy: the permits do not fit
+  --    beside the live holds (`used` must agree with the hold rows, as
+  --    lr_acquire's recount would find it), so it cannot be granted; not
+  --    a key (a held key is not waited for); this request queued nowhere
+  --    yet, the lease new, nothing to sweep (no hold and no queue place
+  --    past its grace). Others may be queued: the place goes at the tail,
+  --    as lr_acquire puts it, with the same row written (ticket + 1, so
+  --    enqueues conflict like grants), the same place (lease and ttl for
+  --    lr_hand_off, 10 s to live) and the same answer (wait_for the place
+  --    right ahead, holder the first hold).
   IF CONVERT(p_items USING utf8mb4) COLLATE utf8mb4_bin REGEXP '^(semaphore:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:[1-9][0-9]{0,6}|(mutex|key|read|write):[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$'
      AND p_items NOT REGEXP '[[:cntrl:]]' THEN
     SET v_kind = SUBSTRING_INDEX(p_items, ':', 1),
@@ -109,20 +124,68 @@ proc: BEGIN
                         AND (name = 'triggers' OR applied_at > v_now - INTERVAL 60 SECOND))
       LOCK IN SHARE MODE;
     IF v_floor IS NOT NULL THEN
-      SELECT kind, capacity, used, fence, paused_at IS NULL INTO v_rkind, v_cap, v_used, v_fence, v_fast
+      SELECT kind, capacity, used, fence, ticket, paused_at IS NULL
+        INTO v_rkind, v_cap, v_used, v_fence, v_ticket, v_fast
         FROM lr_resources WHERE name = v_name FOR UPDATE;
-      IF v_fast AND v_rkind = v_kind AND v_used + v_permits <= v_cap
-         AND (v_kind <> 'semaphore' OR v_permits <= 1000000) THEN
+      IF NOT v_fast OR v_rkind <> v_kind OR (v_kind = 'semaphore' AND v_permits > 1000000) THEN
+        SET v_fast = 0;
+      ELSEIF v_used + v_permits <= v_cap THEN
         SELECT NOT EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_name)
            AND NOT EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name
                             AND expires_at <= IF(v_cap = 1, '9999-12-31', v_now - INTERVAL 5000000 MICROSECOND))
            AND NOT EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease)
           INTO v_fast;
+      ELSEIF p_enqueue AND v_kind <> 'key' AND v_permits <= v_cap THEN
+        -- Busy: 2 if this call may queue here. The head, the wake-up lock
+        -- of the place right ahead (lr_lock_name's 'wait' name, spelled
+        -- out), the holder: what lr_acquire answers with, read as it reads
+        -- them.
+        SELECT IF(NOT EXISTS (SELECT 1 FROM lr_waiters WHERE request_id = p_request)
+                  AND NOT EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_name
+                                   AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND)
+                  AND NOT EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name
+                                   AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND)
+                  AND NOT EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease)
+                  AND v_used = (SELECT COALESCE(SUM(permits), 0) FROM lr_holds WHERE resource = v_name),
+                  2, 0),
+               (SELECT MIN(ticket) FROM lr_waiters WHERE resource = v_name),
+               (SELECT CONCAT('lockrun.wait.', LEFT(SHA2(CONCAT('wait:', request_id), 256), 32))
+                  FROM lr_waiters WHERE resource = v_name ORDER BY ticket DESC LIMIT 1),
+               (SELECT CONCAT(g.host, ':', g.pid, ' (', g.db_user, '), held ', CASE
+                         WHEN TIMESTAMPDIFF(SECOND, g.acquired_at, v_now) < 120
+                           THEN CONCAT(TIMESTAMPDIFF(SECOND, g.acquired_at, v_now), 's')
+                         WHEN TIMESTAMPDIFF(SECOND, g.acquired_at, v_now) < 7200
+                           THEN CONCAT(TIMESTAMPDIFF(MINUTE, g.acquired_at, v_now), 'm')
+                         ELSE CONCAT(TIMESTAMPDIFF(HOUR, g.acquired_at, v_now), 'h') END)
+                  FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+                 WHERE h.resource = v_name ORDER BY h.grant_id LIMIT 1)
+          INTO v_fast, v_head, v_wait_for, v_holder;
       ELSE
         SET v_fast = 0;
       END IF;
     END IF;
-    IF v_fast THEN
+    IF v_fast = 2 THEN
+      SET v_ticket = v_ticket + 1;
+      UPDATE lr_resources SET ticket = v_ticket WHERE name = v_name;
+      INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user,
+                              command, since, expires_at, lease, ttl_ms, db_user)
+      VALUES (v_name, v_ticket, p_request, v_permits,
+              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
+              LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
+              v_now, v_now + INTERVAL 10000000 MICROSECOND, p_lease, p_ttl_ms, USER());
+      COMMIT;
+      CALL lr_leave(v_sw, v_lwt);
+      -- The wake-up chain: hold our wait lock while we wait (lr_wait_lock).
+      CALL lr_wait_lock(p_request, 1, v_galera);
+      SELECT 'queued' AS outcome, NULL AS grant_id, v_name AS resource, 'busy' AS state,
+             NULL AS fence, v_ticket AS ticket, v_used AS used, v_cap AS capacity,
+             v_head AS head, v_head IS NULL AS at_head, v_wait_for AS wait_for,
+             v_holder AS holder,
+             IF(v_kind = 'semaphore', CONCAT('''', v_name, ''' is busy (', v_used, '/', v_cap, ' used)'),
+                CONCAT('''', v_name, ''' is busy')) AS message,
+             NULL AS once_window, NULL AS done_by, v_galera AS galera, 3 AS api;
+      LEAVE proc;
+    ELSEIF v_fast THEN
       SET v_fence = GREATEST(v_fence, v_floor) + 1;
       UPDATE lr_resources SET fence = v_fence, used = used + v_permits, updated_at = v_now
        WHERE name = v_name;
