@@ -8,8 +8,10 @@
  * dbio.c and dbconn.c include this header; the rest of lockrun uses
  * db.h, which declares the public functions defined here too.
  *
- * May use: db (its types and what dbio.c defines), log, strbuf; OpenSSL's
- * error queue (tls_errors_clear).
+ * Of the libraries beside Connector/C and libuv, it touches only OpenSSL's
+ * error queue (tls_errors_clear in dbio.c says why).
+ *
+ * May use: db (its types and what dbio.c defines), log, strbuf.
  */
 #ifndef LR_DBIO_H
 #define LR_DBIO_H
