@@ -153,11 +153,17 @@ _lr_port_in_use() {
 # lr_free_port: print a loopback TCP port nobody uses now. Ports handed out
 # before in this test run (recorded under $LR_TMP) are skipped too, so that
 # servers started one after another get distinct ports before they bind.
+# Below the kernel's range for outgoing connections where it leaves room:
+# a port that is bound only now and then (a restarted server, Galera's
+# IST listener) could otherwise be taken meanwhile by a client's
+# connection, as one Galera run found ("bind: Address already in use").
 lr_free_port() {
-	local port i reg=
+	local port i reg='' lo=20000 span=40001 eph _
 	[[ -n ${LR_TMP:-} && -d ${LR_TMP:-} && -w ${LR_TMP:-} ]] && reg=$LR_TMP/.ports
+	read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph=
+	[[ $eph =~ ^[0-9]+$ ]] && ((eph > lo + 4000)) && span=$((eph - lo))
 	for ((i = 0; i < 500; i++)); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+		port=$((lo + (RANDOM * 32768 + RANDOM) % span))
 		if [[ -n $reg && -f $reg ]] && grep -qx "$port" "$reg"; then
 			continue
 		fi
