@@ -11,27 +11,9 @@ bats_require_minimum_version 1.5.0
 load suite
 
 @test "set_as_primary moves every client, holders and waiters; the secondaries are never written" {
-	local p3 t0 t_moved first
+	local p3
 	p3=$(proposed 3)
-	start_workers gs
-	sleep 6
-	(($(sessions 1) > 0)) || fail "no client on member 1 before the change"
-	t0=$(now_ms)
-	gr_set_primary 2
-	# Every session leaves member 1 (now super_read_only): holders at
-	# their next renewal, waiters at their next call.
-	lr_wait_for -t 20 test_no_sessions 1 || fail "clients still on member 1: $(sessions 1)"
-	t_moved=$(now_ms)
-	lr_wait_for -t 20 granted_after "$t0" || fail "no grant after the change"
-	first=$(first_grant_after "$t0")
-	echo "# set_as_primary: first grant $(((first - t0) / 1000)).$(((first - t0) % 1000 / 100)) s after it, no client left on member 1 after $(((t_moved - t0) / 1000)).$(((t_moved - t0) % 1000 / 100)) s" >&3
-	sleep 3
-	stop_workers
-	echo "# runs: $(statuses)" >&3
-	run judge_ids "$rec" gs 1
-	echo "# $output" >&3
-	assert_success
-	assert_equal "$(sessions 1)" 0
+	primary_moved_under_workers gs
 	# Member 3 was a secondary throughout: it proposed nothing.
 	assert_equal "$(proposed 3)" "$p3"
 	assert_equal "$(gr_sql 2 "SELECT COUNT(*) FROM lr_epochs" lockrun)" "$epochs0"

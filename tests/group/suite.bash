@@ -124,6 +124,36 @@ proposed() {
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# primary_moved_under_workers NAME: the workers NAME (start_workers) on
+# member 1 while group_replication_set_as_primary makes member 2 the
+# primary: every session leaves member 1 (now super_read_only), holders at
+# their next renewal, waiters at their next call; grants go on, one holder
+# at a time. Prints when, and the runs' outcomes; fails the test if not.
+primary_moved_under_workers() {
+	local name=$1 t0 t_moved first
+	start_workers "$name"
+	sleep 6
+	(($(sessions 1) > 0)) || fail "no client on member 1 before the change"
+	t0=$(now_ms)
+	gr_set_primary 2
+	lr_wait_for -t 20 test_no_sessions 1 || fail "clients still on member 1: $(sessions 1)"
+	t_moved=$(now_ms)
+	lr_wait_for -t 20 granted_after "$t0" || fail "no grant after the change"
+	first=$(first_grant_after "$t0")
+	echo "# set_as_primary: no client left on member 1 after $(gr_ms_secs $((t_moved - t0))) s; first grant $(gr_ms_secs $((first - t0))) s after the change" >&3
+	sleep 3
+	stop_workers
+	echo "# runs: $(statuses)" >&3
+	run judge_ids "$rec" "$name" 1
+	# shellcheck disable=SC2154 # output is set by bats's run
+	echo "# $output" >&3
+	assert_success
+	assert_equal "$(sessions 1)" 0
+}
+
+# gr_ms_secs MS: MS milliseconds as seconds with one decimal.
+gr_ms_secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
+
 setup() {
 	gr_reset
 	clients_setup
