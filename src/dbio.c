@@ -262,6 +262,16 @@ static int cont_next(lr_db *db, int st)
 	return mysql_next_result_cont(&db->ret_int, db->m, st);
 }
 
+static int cont_send(lr_db *db, int st)
+{
+	return mysql_send_query_cont(&db->ret_int, db->m, st);
+}
+
+static int cont_read(lr_db *db, int st)
+{
+	return mysql_read_query_result_cont(&db->ret_bool, db->m, st);
+}
+
 static int cont_close(lr_db *db, int st)
 {
 	return mysql_close_cont(db->m, st);
@@ -402,14 +412,77 @@ static void io_failed(lr_db *db)
 }
 
 /*
+ * Sends before and sql in one go, then reads before's answer and sql's:
+ * one round trip for both (quiet_sql's SET ahead of a first CALL), which
+ * the server runs in order. Every answer is read even after before
+ * failed, so the connection stays in step; before's failure is the one
+ * reported (*reported set), and db->quiet says whether it was taken.
+ * False without *reported: the connector's error (or the deadline's).
+ */
+static bool send_ahead(lr_db *db, const char *before, const char *sql, unsigned timeout_ms,
+                       bool *reported)
+{
+	unsigned err = 0;
+	char msg[512];
+	int st;
+
+	lr_log_debug("%s: %s", db->server, before);
+	st = mysql_send_query_start(&db->ret_int, db->m, before, strlen(before));
+	if (st)
+		lr_dbio_drive(db, st, cont_send, timeout_ms);
+	if (db->ret_int != 0 || db->aborting)
+		return false;
+	st = mysql_send_query_start(&db->ret_int, db->m, sql, strlen(sql));
+	if (st)
+		lr_dbio_drive(db, st, cont_send, timeout_ms);
+	if (db->ret_int != 0 || db->aborting)
+		return false;
+	st = mysql_read_query_result_start(&db->ret_bool, db->m);
+	if (st)
+		lr_dbio_drive(db, st, cont_read, timeout_ms);
+	if (db->aborting)
+		return false;
+	if (db->ret_bool) {
+		err = mysql_errno(db->m);
+		snprintf(msg, sizeof(msg), "%s", mysql_error(db->m));
+		if (!err || lr_db_error_is_connection(err))
+			return false;
+	}
+	db->quiet = !err;
+	st = mysql_read_query_result_start(&db->ret_bool, db->m);
+	if (st)
+		lr_dbio_drive(db, st, cont_read, timeout_ms);
+	if (db->ret_bool || db->aborting)
+		return false;
+	if (err) {
+		if (mysql_field_count(db->m) > 0) {
+			st = mysql_store_result_start(&db->ret_res, db->m);
+			if (st)
+				lr_dbio_drive(db, st, cont_store, timeout_ms);
+			if (db->ret_res)
+				mysql_free_result(db->ret_res);
+		}
+		if (!drain(db, timeout_ms) && db->aborting)
+			return false;
+		lr_dbio_set_error(db, err, "%s: %s (%u)", db->server, msg, err);
+		*reported = true;
+		return false;
+	}
+	return true;
+}
+
+/*
  * Sends one statement and, if it returns rows, stores them all (so the next
  * statement can go at once). For a CALL the first result set is the answer
  * and the rest of the reply is read too (drain). The debug log shows shown
- * instead of sql. The answer is awaited at most timeout_ms. One round
- * trip plus the result transfer.
+ * instead of sql. With before (not NULL), that statement goes first, in
+ * the same round trip (send_ahead). The answer is awaited at most
+ * timeout_ms. One round trip plus the result transfer.
  */
-bool lr_dbio_query(lr_db *db, const char *sql, const char *shown, unsigned timeout_ms)
+static bool run_query(lr_db *db, const char *before, const char *sql, const char *shown,
+                      unsigned timeout_ms)
 {
+	bool reported = false;
 	int st;
 
 	free_result(db);
@@ -417,14 +490,20 @@ bool lr_dbio_query(lr_db *db, const char *sql, const char *shown, unsigned timeo
 		lr_dbio_set_error(db, LR_DB_ENOTCONN, "not connected");
 		return false;
 	}
-	lr_log_debug("%s: %s", db->server, shown);
 	db->expired = db->aborting = false;
 	tls_errors_clear();
-	st = mysql_real_query_start(&db->ret_int, db->m, sql, strlen(sql));
-	if (st)
-		lr_dbio_drive(db, st, cont_query, timeout_ms);
-	if (db->ret_int != 0 || db->aborting)
-		goto fail;
+	if (before) {
+		if (!send_ahead(db, before, sql, timeout_ms, &reported))
+			goto fail;
+		lr_log_debug("%s: %s", db->server, shown);
+	} else {
+		lr_log_debug("%s: %s", db->server, shown);
+		st = mysql_real_query_start(&db->ret_int, db->m, sql, strlen(sql));
+		if (st)
+			lr_dbio_drive(db, st, cont_query, timeout_ms);
+		if (db->ret_int != 0 || db->aborting)
+			goto fail;
+	}
 	if (mysql_field_count(db->m) > 0) {
 		st = mysql_store_result_start(&db->ret_res, db->m);
 		if (st)
@@ -439,9 +518,15 @@ bool lr_dbio_query(lr_db *db, const char *sql, const char *shown, unsigned timeo
 	lr_dbio_watch_idle(db);
 	return true;
 fail:
-	lr_dbio_take_error(db, "query", timeout_ms);
+	if (!reported)
+		lr_dbio_take_error(db, "query", timeout_ms);
 	io_failed(db);
 	return false;
+}
+
+bool lr_dbio_query(lr_db *db, const char *sql, const char *shown, unsigned timeout_ms)
+{
+	return run_query(db, NULL, sql, shown, timeout_ms);
 }
 
 static void free_rows(struct lr_dbio_rows *r)
@@ -481,51 +566,46 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
 }
 
 /*
- * Keeps this connection's statements out of the slow query log, once per
- * connection, before its first prepare. A prepared statement's parameters
- * never travel in its text, but MariaDB writes them into it (and so into
- * what SHOW PROCESSLIST shows every session of the same account) when the
- * statement may be logged, and decides that when it prepares it: always
- * with the general log on, and with the slow log on for the session. The
- * variable is log_slow_query from MariaDB 10.11, sql_log_slow before. The
- * same statement makes the session independent of two global settings a
- * managed server may have: autocommit (an init_connect may turn it off;
- * the routines commit what they write either way, but a statement of
- * lockrun's own would begin a transaction that stays open) and MariaDB's
- * max_statement_time, which cuts off every statement, a CALL that waits
- * for a wake-up among them. One round trip, on MariaDB only: whether the
- * slow log is on cannot be known without asking, and the connector cannot
- * send the statement ahead of the prepare without waiting for its answer
- * (MYSQL_INIT_COMMAND too waits, after the login's). Neither does the
- * prepared statement carry it: SET STATEMENT ... FOR applies at the
- * execute, after the prepare decided, and inside BEGIN NOT ATOMIC the
- * process list shows the inner statement with the values in.
- * MySQL shows every parameter in the process list anyway (lr_db_call
- * sends its CALLs as text there), but its slow log is read by more people
- * than the sessions of lockrun's account (log shippers, a managed
- * service's console), and a waiter's CALL outlasts a short
- * long_query_time: so MySQL gets the same round trip, with its own names
- * (long_query_time; max_execution_time, which limits SELECTs such as
- * lockwait's GET_LOCK).
+ * The statement that keeps this connection's statements out of the slow
+ * query log, or NULL once the connection ran it: sent once per
+ * connection, ahead of its first prepare, in the same send (run_direct,
+ * run_query), so it costs no round trip of its own. A prepared statement's
+ * parameters never travel in its text, but MariaDB writes them into it
+ * (and so into what SHOW PROCESSLIST shows every session of the same
+ * account) when the statement may be logged, and decides that when it
+ * prepares it: always with the general log on, and with the slow log on
+ * for the session. The variable is log_slow_query from MariaDB 10.11,
+ * sql_log_slow before. The same statement makes the session independent
+ * of two global settings a managed server may have: autocommit (an
+ * init_connect may turn it off; the routines commit what they write
+ * either way, but a statement of lockrun's own would begin a transaction
+ * that stays open) and MariaDB's max_statement_time, which cuts off every
+ * statement, a CALL that waits for a wake-up among them. Whether the slow
+ * log is on cannot be known without asking, so it is always sent; the
+ * server runs what it is sent in order, so the prepare behind it is
+ * decided under it. Neither does the prepared statement carry it: SET
+ * STATEMENT ... FOR applies at the execute, after the prepare decided,
+ * and inside BEGIN NOT ATOMIC the process list shows the inner statement
+ * with the values in. MySQL shows every parameter in the process list
+ * anyway (lr_db_call sends its CALLs as text there), but its slow log is
+ * read by more people than the sessions of lockrun's account (log
+ * shippers, a managed service's console), and a waiter's CALL outlasts a
+ * short long_query_time: so MySQL gets the same statement, with its own
+ * names (long_query_time; max_execution_time, which limits SELECTs such
+ * as lockwait's GET_LOCK).
  */
-static bool quiet_session(lr_db *db, unsigned timeout_ms)
+static const char *quiet_sql(lr_db *db)
 {
-	const char *sql;
-
 	if (db->quiet)
-		return true;
-	sql = lr_db_is_mysql(db) ? "SET SESSION long_query_time = 31536000, "
-	                           "SESSION autocommit = 1, "
-	                           "SESSION max_execution_time = 0"
-	      : mysql_get_server_version(db->m) >= 101100
-	          ? "SET SESSION log_slow_query = 0, SESSION autocommit = 1, "
-	            "SESSION max_statement_time = 0"
-	          : "SET SESSION sql_log_slow = 0, SESSION autocommit = 1, "
-	            "SESSION max_statement_time = 0";
-	if (!lr_dbio_query(db, sql, sql, timeout_ms))
-		return false;
-	db->quiet = true;
-	return true;
+		return NULL;
+	return lr_db_is_mysql(db) ? "SET SESSION long_query_time = 31536000, "
+	                            "SESSION autocommit = 1, "
+	                            "SESSION max_execution_time = 0"
+	       : mysql_get_server_version(db->m) >= 101100
+	           ? "SET SESSION log_slow_query = 0, SESSION autocommit = 1, "
+	             "SESSION max_statement_time = 0"
+	           : "SET SESSION sql_log_slow = 0, SESSION autocommit = 1, "
+	             "SESSION max_statement_time = 0";
 }
 
 /* The statement of sql that this connection prepared before, or NULL. */
@@ -579,16 +659,101 @@ static void drop_stmt(lr_db *db, MYSQL_STMT *st)
 struct direct {
 	MYSQL_STMT *st;
 	const char *sql;
+	const char *before; /* a statement sent ahead of the prepare, or NULL */
 	int ret;
+	bool before_ok; /* the server accepted before */
+	unsigned err;   /* the first failure of the sends with before */
+	char msg[512];
 	atomic_bool done;
 	uv_async_t *wake;
 };
+
+/* Keeps the connection's (or st's) error as d's first failure: the
+ * answers read after it would overwrite it. */
+static void keep_error(struct direct *d, MYSQL *m, MYSQL_STMT *st)
+{
+	if (d->err)
+		return;
+	if (st && mysql_stmt_errno(st)) {
+		d->err = mysql_stmt_errno(st);
+		snprintf(d->msg, sizeof(d->msg), "%s", mysql_stmt_error(st));
+	} else if (mysql_errno(m)) {
+		d->err = mysql_errno(m);
+		snprintf(d->msg, sizeof(d->msg), "%s", mysql_error(m));
+	} else {
+		d->err = CR_UNKNOWN_ERROR;
+		snprintf(d->msg, sizeof(d->msg),
+		         "the call failed without an error from the server");
+	}
+}
+
+/*
+ * run_direct's steps when a statement must go ahead of the prepare (the
+ * session's SET, quiet_sql): the statement, the prepare and an execute
+ * that names "the statement just prepared" are all sent before any answer
+ * is read, then the three answers are read in their order. The server
+ * runs them in that order, so the prepare is decided under the SET.
+ * mariadb_stmt_execute_direct cannot take a statement ahead (it would read
+ * its answer as the prepare's), so this takes its steps itself, in the
+ * connector's own way: its option to send without reading
+ * (MARIADB_OPT_SKIP_READ_RESPONSE), the statement marked prepared under
+ * the id -1 as execute_direct marks it, and the readers of the methods
+ * table mysql.h publishes (as the connector's own test of that option
+ * uses them). Every answer is read even after a failure, so the
+ * connection stays in step; the first failure is the one reported. On
+ * the thread of run_direct; one round trip.
+ */
+static int direct_after(struct direct *d)
+{
+	MYSQL_STMT *st = d->st;
+	MYSQL *m = st->mysql;
+	my_bool skip = 1;
+	bool prepared = false, executed = false;
+
+	if (mysql_send_query(m, d->before, (unsigned long)strlen(d->before))) {
+		keep_error(d, m, NULL);
+		return 1;
+	}
+	mysql_optionsv(m, MARIADB_OPT_SKIP_READ_RESPONSE, &skip);
+	if (mysql_stmt_prepare(st, d->sql, (unsigned long)strlen(d->sql)) == 0) {
+		prepared = true;
+		st->state = MYSQL_STMT_PREPARED;
+		st->stmt_id = (unsigned long)-1;
+		executed = mysql_stmt_execute(st) == 0;
+	}
+	skip = 0;
+	mysql_optionsv(m, MARIADB_OPT_SKIP_READ_RESPONSE, &skip);
+	if (mysql_read_query_result(m))
+		keep_error(d, m, NULL);
+	else
+		d->before_ok = true;
+	if (!prepared || !executed) {
+		keep_error(d, m, st);
+		/* A prepare sent without its execute has an answer to read. */
+		if (prepared && m->methods->db_read_prepare_response(st))
+			st->state = MYSQL_STMT_INITTED;
+		return 1;
+	}
+	if (m->methods->db_read_prepare_response(st)) {
+		keep_error(d, m, NULL);
+		st->state = MYSQL_STMT_INITTED;
+		/* The execute's answer: an error, as nothing was prepared. */
+		m->methods->db_stmt_flush_unbuffered(st);
+		return 1;
+	}
+	if (m->methods->db_read_execute_response(st)) {
+		keep_error(d, m, st);
+		return 1;
+	}
+	return d->err ? 1 : 0;
+}
 
 static void *direct_main(void *arg)
 {
 	struct direct *d = arg;
 
-	d->ret = mariadb_stmt_execute_direct(d->st, d->sql, strlen(d->sql));
+	d->ret = d->before ? direct_after(d)
+	                   : mariadb_stmt_execute_direct(d->st, d->sql, strlen(d->sql));
 	atomic_store(&d->done, true);
 	uv_async_send(d->wake);
 	return NULL;
@@ -608,13 +773,15 @@ static void on_direct_done(uv_async_t *a)
  * as lr_dbio_drive() does: signals, timers and child exits are served, and the
  * deadline or the cancel flag shuts the socket down, which makes the
  * thread's wait end at once. The connection is not touched here until the
- * thread is done. Costs one round trip, a thread start (two sigprocmasks
- * around it) and, after it, a fcntl (the connector leaves the socket
- * blocking).
+ * thread is done. With before, that statement goes first in the same
+ * round trip (direct_after), and db->quiet says whether the server took
+ * it. Costs one round trip, a thread start (two sigprocmasks around it)
+ * and, after it, a fcntl (the connector leaves the socket blocking).
  */
-static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, unsigned timeout_ms)
+static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, const char *before,
+                       unsigned timeout_ms)
 {
-	struct direct d = {.st = st, .sql = sql, .ret = 1};
+	struct direct d = {.st = st, .sql = sql, .before = before, .ret = 1};
 	int fd = (int)mysql_get_socket(db->m), fl;
 	sigset_t all, old;
 	pthread_t t;
@@ -651,9 +818,13 @@ static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, unsigned time
 	pthread_join(t, NULL);
 	if (fd >= 0 && (fl = fcntl(fd, F_GETFL)) >= 0)
 		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	if (d.before_ok)
+		db->quiet = true;
 	ok = d.ret == 0 && !db->aborting;
-	if (!ok)
+	if (!ok && (db->expired || db->aborting || !d.err))
 		take_stmt_error(db, st, "call", timeout_ms);
+	else if (!ok)
+		lr_dbio_set_error(db, d.err, "%s: %s (%u)", db->server, d.msg, d.err);
 out:
 	uv_close((uv_handle_t *)d.wake, lr_dbio_free_handle);
 	return ok;
@@ -754,8 +925,8 @@ out:
  * so preparing would hide nothing and cost a round trip per statement and
  * connection. The debug log shows sql with its '?'. One round trip.
  */
-static bool call_text(lr_db *db, const char *sql, const char *const *params, unsigned nparams,
-                      unsigned timeout_ms)
+static bool call_text(lr_db *db, const char *before, const char *sql, const char *const *params,
+                      unsigned nparams, unsigned timeout_ms)
 {
 	struct lr_sb sb;
 	unsigned i = 0;
@@ -773,7 +944,7 @@ static bool call_text(lr_db *db, const char *sql, const char *const *params, uns
 		lr_dbio_set_error(db, CR_OUT_OF_MEMORY, "out of memory");
 		return false;
 	}
-	ok = lr_dbio_query(db, lr_sb_str(&sb), sql, timeout_ms);
+	ok = run_query(db, before, lr_sb_str(&sb), sql, timeout_ms);
 	lr_sb_finish(&sb);
 	return ok;
 }
@@ -782,14 +953,14 @@ static bool call_text(lr_db *db, const char *sql, const char *const *params, uns
  * Runs sql, a statement with a '?' for each of params (strings; NULL is
  * SQL NULL), as a prepared statement: the values travel apart from the
  * text, so other sessions of the same account, which can read every
- * statement's text in the process list, see only the '?' (quiet_session
+ * statement's text in the process list, see only the '?' (quiet_sql
  * says when the server would write them in). The first result set is the
  * answer (lr_db_fetch, lr_db_column), the rest of the reply is read and
  * dropped, as lr_dbio_query does. Each answer is awaited at most
  * timeout_ms. Costs one round trip plus the result: the
  * first time a connection runs sql, the prepare goes in the same send
- * (run_direct); once per connection, quiet_session's. On MySQL, as text
- * (call_text).
+ * (run_direct), and before a connection's first CALL, quiet_sql's SET
+ * too. On MySQL, as text (call_text), with that SET sent ahead alike.
  */
 bool lr_dbio_call(lr_db *db, const char *sql, const char *const *params, unsigned nparams,
                   unsigned timeout_ms)
@@ -797,6 +968,7 @@ bool lr_dbio_call(lr_db *db, const char *sql, const char *const *params, unsigne
 	MYSQL_BIND b[LR_DB_PARAMS];
 	unsigned long len[LR_DB_PARAMS], n = nparams;
 	MYSQL_STMT *st = NULL;
+	const char *before;
 	bool fresh = false;
 	int status;
 
@@ -809,14 +981,23 @@ bool lr_dbio_call(lr_db *db, const char *sql, const char *const *params, unsigne
 		lr_dbio_set_error(db, CR_UNKNOWN_ERROR, "%s: too many parameters", db->server);
 		return false;
 	}
-	if (!quiet_session(db, timeout_ms))
-		return false;
+	before = quiet_sql(db);
 	if (lr_db_is_mysql(db))
-		return call_text(db, sql, params, nparams, timeout_ms);
+		return call_text(db, before, sql, params, nparams, timeout_ms);
+	if (before)
+		lr_log_debug("%s: %s", db->server, before);
 	lr_log_debug("%s: %s", db->server, sql);
 	db->expired = db->aborting = false;
 	tls_errors_clear();
-	if (!(st = kept_stmt(db, sql))) {
+	/* A statement is kept only after a run that the SET went ahead of:
+	 * the round trip of its own here is not reached. */
+	if ((st = kept_stmt(db, sql)) && before) {
+		if (!lr_dbio_query(db, before, before, timeout_ms))
+			return false;
+		db->quiet = true;
+		before = NULL;
+	}
+	if (!st) {
 		if (!(st = new_stmt(db, sql)))
 			goto fail;
 		fresh = true;
@@ -841,7 +1022,7 @@ bool lr_dbio_call(lr_db *db, const char *sql, const char *const *params, unsigne
 		goto fail;
 	}
 	if (fresh) {
-		if (!run_direct(db, st, sql, timeout_ms))
+		if (!run_direct(db, st, sql, before, timeout_ms))
 			goto fail;
 	} else {
 		status = mysql_stmt_execute_start(&db->ret_int, st);
