@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <errmsg.h>
@@ -35,6 +37,22 @@ static void close_stmts(lr_db *db);
 static void tls_errors_clear(void)
 {
 	ERR_clear_error();
+}
+
+/*
+ * Holds back (on) or lets go (off) what is written to the connection's
+ * TCP socket, so that statements sent one after another without waiting
+ * leave in one segment: the server then has them all when it reads the
+ * first, and nothing can answer the first before the next one left
+ * (which a preempted client would otherwise let happen between two
+ * writes). Not TCP (a Unix socket): nothing to do. One setsockopt.
+ */
+static void cork(MYSQL *m, bool on)
+{
+	int fd = (int)mysql_get_socket(m), v = on;
+
+	if (fd >= 0)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
 }
 
 /* Sets up the driver's part of a zeroed handle: its two timers on loop.
@@ -427,14 +445,17 @@ static bool send_ahead(lr_db *db, const char *before, const char *sql, unsigned 
 	int st;
 
 	lr_log_debug("%s: %s", db->server, before);
+	cork(db->m, true);
 	st = mysql_send_query_start(&db->ret_int, db->m, before, strlen(before));
 	if (st)
 		lr_dbio_drive(db, st, cont_send, timeout_ms);
-	if (db->ret_int != 0 || db->aborting)
-		return false;
-	st = mysql_send_query_start(&db->ret_int, db->m, sql, strlen(sql));
-	if (st)
-		lr_dbio_drive(db, st, cont_send, timeout_ms);
+	if (db->ret_int == 0 && !db->aborting) {
+		st = mysql_send_query_start(&db->ret_int, db->m, sql, strlen(sql));
+		if (st)
+			lr_dbio_drive(db, st, cont_send, timeout_ms);
+	}
+	if (db->m)
+		cork(db->m, false);
 	if (db->ret_int != 0 || db->aborting)
 		return false;
 	st = mysql_read_query_result_start(&db->ret_bool, db->m);
@@ -710,7 +731,9 @@ static int direct_after(struct direct *d)
 	my_bool skip = 1;
 	bool prepared = false, executed = false;
 
+	cork(m, true);
 	if (mysql_send_query(m, d->before, (unsigned long)strlen(d->before))) {
+		cork(m, false);
 		keep_error(d, m, NULL);
 		return 1;
 	}
@@ -723,6 +746,7 @@ static int direct_after(struct direct *d)
 	}
 	skip = 0;
 	mysql_optionsv(m, MARIADB_OPT_SKIP_READ_RESPONSE, &skip);
+	cork(m, false);
 	if (mysql_read_query_result(m))
 		keep_error(d, m, NULL);
 	else
