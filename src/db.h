@@ -106,6 +106,7 @@ void lr_db_set_cancel(lr_db *db, const volatile bool *flag);
 void lr_db_set_idle_watch(lr_db *db, void (*fn)(void *arg), void *arg);
 void lr_db_set_op_timeout(lr_db *db, unsigned ms);
 void lr_db_set_probe(lr_db *db, bool on);
+void lr_db_set_multi_statements(lr_db *db, bool on);
 
 /* How the current connection is made, for lockrunctl doctor. */
 struct lr_db_link {

@@ -163,11 +163,12 @@ static void start_tls_library(const struct lr_db_params *p)
  */
 struct login {
 	MYSQL *m;
-	char *tls_name;     /* the configured name the certificate must carry, or NULL */
-	bool named;         /* tls_name was put in place before the certificate was checked */
-	bool reading_names; /* a login only to read what the certificate names */
-	char plugin[64];    /* the plugin the server last asked to switch to */
-	char names[256];    /* what the certificate names (reading_names) */
+	char *tls_name;      /* the configured name the certificate must carry, or NULL */
+	bool named;          /* tls_name was put in place before the certificate was checked */
+	bool reading_names;  /* a login only to read what the certificate names */
+	unsigned long flags; /* the connector's client flags for the login */
+	char plugin[64];     /* the plugin the server last asked to switch to */
+	char names[256];     /* what the certificate names (reading_names) */
 
 	char *ip, *user, *password, *database; /* for the thread */
 	unsigned port;
@@ -434,7 +435,7 @@ static void *login_main(void *arg)
 
 	connecting = l;
 	l->ret = mysql_real_connect(l->m, l->ip, l->user, l->password, l->database, l->port, NULL,
-	                            l->reading_names ? 0 : CLIENT_FOUND_ROWS);
+	                            l->flags);
 	connecting = NULL;
 	if (atomic_compare_exchange_strong(&l->state, &running, LOGIN_DONE)) {
 		uv_async_send(l->wake);
@@ -545,13 +546,17 @@ static bool login(lr_db *db, struct login *l, const char *ip, unsigned timeout_m
 
 	*abandoned = false;
 	l->m = db->m;
+	/* Multi-statements only where the owner sends its own two at once
+	 * (lr_db_set_multi_statements): a text of one's own quoting is all
+	 * that ever goes with them. */
+	l->flags =
+	    l->reading_names ? 0 : CLIENT_FOUND_ROWS | (db->multi ? CLIENT_MULTI_STATEMENTS : 0);
 	if (ip && tls_possible(p))
 		return login_on_thread(db, l, timeout_ms, abandoned);
 	db->expired = db->aborting = false;
 	connecting = l;
 	st = mysql_real_connect_start(&db->ret_conn, db->m, ip, l->user, l->password, l->database,
-	                              l->port, ip ? NULL : p->socket,
-	                              l->reading_names ? 0 : CLIENT_FOUND_ROWS);
+	                              l->port, ip ? NULL : p->socket, l->flags);
 	if (st)
 		lr_dbio_drive(db, st, cont_connect, timeout_ms);
 	connecting = NULL;
@@ -1349,6 +1354,14 @@ void lr_db_allow_any_server(lr_db *db)
 void lr_db_set_probe(lr_db *db, bool on)
 {
 	db->probe = on;
+}
+
+/* Whether this owner's logins ask for multi-statements (default: no):
+ * on MySQL, lr_db_call then sends a connection's first CALL in one query
+ * with the SET that must run before it (dbio.c, quiet_sql). */
+void lr_db_set_multi_statements(lr_db *db, bool on)
+{
+	db->multi = on;
 }
 
 /*

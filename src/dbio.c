@@ -280,16 +280,6 @@ static int cont_next(lr_db *db, int st)
 	return mysql_next_result_cont(&db->ret_int, db->m, st);
 }
 
-static int cont_send(lr_db *db, int st)
-{
-	return mysql_send_query_cont(&db->ret_int, db->m, st);
-}
-
-static int cont_read(lr_db *db, int st)
-{
-	return mysql_read_query_result_cont(&db->ret_bool, db->m, st);
-}
-
 static int cont_close(lr_db *db, int st)
 {
 	return mysql_close_cont(db->m, st);
@@ -430,80 +420,17 @@ static void io_failed(lr_db *db)
 }
 
 /*
- * Sends before and sql in one go, then reads before's answer and sql's:
- * one round trip for both (quiet_sql's SET ahead of a first CALL), which
- * the server runs in order. Every answer is read even after before
- * failed, so the connection stays in step; before's failure is the one
- * reported (*reported set), and db->quiet says whether it was taken.
- * False without *reported: the connector's error (or the deadline's).
- */
-static bool send_ahead(lr_db *db, const char *before, const char *sql, unsigned timeout_ms,
-                       bool *reported)
-{
-	unsigned err = 0;
-	char msg[512];
-	int st;
-
-	lr_log_debug("%s: %s", db->server, before);
-	cork(db->m, true);
-	st = mysql_send_query_start(&db->ret_int, db->m, before, strlen(before));
-	if (st)
-		lr_dbio_drive(db, st, cont_send, timeout_ms);
-	if (db->ret_int == 0 && !db->aborting) {
-		st = mysql_send_query_start(&db->ret_int, db->m, sql, strlen(sql));
-		if (st)
-			lr_dbio_drive(db, st, cont_send, timeout_ms);
-	}
-	if (db->m)
-		cork(db->m, false);
-	if (db->ret_int != 0 || db->aborting)
-		return false;
-	st = mysql_read_query_result_start(&db->ret_bool, db->m);
-	if (st)
-		lr_dbio_drive(db, st, cont_read, timeout_ms);
-	if (db->aborting)
-		return false;
-	if (db->ret_bool) {
-		err = mysql_errno(db->m);
-		snprintf(msg, sizeof(msg), "%s", mysql_error(db->m));
-		if (!err || lr_db_error_is_connection(err))
-			return false;
-	}
-	db->quiet = !err;
-	st = mysql_read_query_result_start(&db->ret_bool, db->m);
-	if (st)
-		lr_dbio_drive(db, st, cont_read, timeout_ms);
-	if (db->ret_bool || db->aborting)
-		return false;
-	if (err) {
-		if (mysql_field_count(db->m) > 0) {
-			st = mysql_store_result_start(&db->ret_res, db->m);
-			if (st)
-				lr_dbio_drive(db, st, cont_store, timeout_ms);
-			if (db->ret_res)
-				mysql_free_result(db->ret_res);
-		}
-		if (!drain(db, timeout_ms) && db->aborting)
-			return false;
-		lr_dbio_set_error(db, err, "%s: %s (%u)", db->server, msg, err);
-		*reported = true;
-		return false;
-	}
-	return true;
-}
-
-/*
  * Sends one statement and, if it returns rows, stores them all (so the next
  * statement can go at once). For a CALL the first result set is the answer
  * and the rest of the reply is read too (drain). The debug log shows shown
- * instead of sql. With before (not NULL), that statement goes first, in
- * the same round trip (send_ahead). The answer is awaited at most
- * timeout_ms. One round trip plus the result transfer.
+ * instead of sql. With set_first, sql is quiet_sql's SET and a CALL in one
+ * text (multi-statements): the SET's answer comes first and is passed
+ * over; if the SET fails, the server runs nothing after it. The answer is
+ * awaited at most timeout_ms. One round trip plus the result transfer.
  */
-static bool run_query(lr_db *db, const char *before, const char *sql, const char *shown,
+static bool run_query(lr_db *db, bool set_first, const char *sql, const char *shown,
                       unsigned timeout_ms)
 {
-	bool reported = false;
 	int st;
 
 	free_result(db);
@@ -511,17 +438,19 @@ static bool run_query(lr_db *db, const char *before, const char *sql, const char
 		lr_dbio_set_error(db, LR_DB_ENOTCONN, "not connected");
 		return false;
 	}
+	lr_log_debug("%s: %s", db->server, shown);
 	db->expired = db->aborting = false;
 	tls_errors_clear();
-	if (before) {
-		if (!send_ahead(db, before, sql, timeout_ms, &reported))
-			goto fail;
-		lr_log_debug("%s: %s", db->server, shown);
-	} else {
-		lr_log_debug("%s: %s", db->server, shown);
-		st = mysql_real_query_start(&db->ret_int, db->m, sql, strlen(sql));
+	st = mysql_real_query_start(&db->ret_int, db->m, sql, strlen(sql));
+	if (st)
+		lr_dbio_drive(db, st, cont_query, timeout_ms);
+	if (db->ret_int != 0 || db->aborting)
+		goto fail;
+	if (set_first) {
+		db->quiet = true;
+		st = mysql_next_result_start(&db->ret_int, db->m);
 		if (st)
-			lr_dbio_drive(db, st, cont_query, timeout_ms);
+			lr_dbio_drive(db, st, cont_next, timeout_ms);
 		if (db->ret_int != 0 || db->aborting)
 			goto fail;
 	}
@@ -539,15 +468,14 @@ static bool run_query(lr_db *db, const char *before, const char *sql, const char
 	lr_dbio_watch_idle(db);
 	return true;
 fail:
-	if (!reported)
-		lr_dbio_take_error(db, "query", timeout_ms);
+	lr_dbio_take_error(db, "query", timeout_ms);
 	io_failed(db);
 	return false;
 }
 
 bool lr_dbio_query(lr_db *db, const char *sql, const char *shown, unsigned timeout_ms)
 {
-	return run_query(db, NULL, sql, shown, timeout_ms);
+	return run_query(db, false, sql, shown, timeout_ms);
 }
 
 static void free_rows(struct lr_dbio_rows *r)
@@ -589,8 +517,9 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
 /*
  * The statement that keeps this connection's statements out of the slow
  * query log, or NULL once the connection ran it: sent once per
- * connection, ahead of its first prepare, in the same send (run_direct,
- * run_query), so it costs no round trip of its own. A prepared statement's
+ * connection, with its first CALL, so it costs no round trip of its own
+ * (MariaDB: ahead of the prepare in the same send, run_direct; MySQL: in
+ * the same query, call_text). A prepared statement's
  * parameters never travel in its text, but MariaDB writes them into it
  * (and so into what SHOW PROCESSLIST shows every session of the same
  * account) when the statement may be logged, and decides that when it
@@ -604,7 +533,7 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
  * statement, a CALL that waits for a wake-up among them. Whether the slow
  * log is on cannot be known without asking, so it is always sent; the
  * server runs what it is sent in order, so the prepare behind it is
- * decided under it. Neither does the prepared statement carry it: SET
+ * decided under it. The prepared statement cannot carry it instead: SET
  * STATEMENT ... FOR applies at the execute, after the prepare decided,
  * and inside BEGIN NOT ATOMIC the process list shows the inner statement
  * with the values in. MySQL shows every parameter in the process list
@@ -613,7 +542,12 @@ static void take_stmt_error(lr_db *db, MYSQL_STMT *st, const char *what, unsigne
  * shippers, a managed service's console), and a waiter's CALL outlasts a
  * short long_query_time: so MySQL gets the same statement, with its own
  * names (long_query_time; max_execution_time, which limits SELECTs such
- * as lockwait's GET_LOCK).
+ * as lockwait's GET_LOCK). On MariaDB the CALL sent behind the SET runs
+ * even if the SET fails, and its effect stands (a grant lapses with its
+ * lease), though the run reports the SET's error: the SET needs no
+ * privilege and names only variables this server's version has, so a
+ * server that refused it would refuse it on every connection, and no run
+ * would get further. On MySQL nothing after a failed SET runs.
  */
 static const char *quiet_sql(lr_db *db)
 {
@@ -947,16 +881,33 @@ out:
  * literal, over the text protocol: MySQL writes the parameters of a
  * prepared statement into the text that its process list shows anyway,
  * so preparing would hide nothing and cost a round trip per statement and
- * connection. The debug log shows sql with its '?'. One round trip.
+ * connection. The debug log shows sql with its '?'. With before (the
+ * connection's first CALL), that statement goes in the same text, ahead,
+ * when the login got multi-statements (lr_db_set_multi_statements) and
+ * the server or proxy granted them; else it costs a round trip of its
+ * own first. One query: not two sent ahead of their answers, which MySQL
+ * Router passes on wrong in its PASSTHROUGH mode ("Unknown command").
+ * One round trip.
  */
 static bool call_text(lr_db *db, const char *before, const char *sql, const char *const *params,
                       unsigned nparams, unsigned timeout_ms)
 {
 	struct lr_sb sb;
 	unsigned i = 0;
-	bool ok;
+	bool ok, together = before && (db->m->client_flag & CLIENT_MULTI_STATEMENTS) &&
+	                    (db->m->server_capabilities & CLIENT_MULTI_STATEMENTS);
 
+	if (before && !together) {
+		if (!lr_dbio_query(db, before, before, timeout_ms))
+			return false;
+		db->quiet = true;
+	}
 	lr_sb_init(&sb);
+	if (together) {
+		lr_log_debug("%s: %s", db->server, before);
+		lr_sb_puts(&sb, before);
+		lr_sb_puts(&sb, "; ");
+	}
 	for (const char *c = sql; *c; c++) {
 		if (*c == '?' && i < nparams)
 			lr_db_sb_quote(db, &sb, params[i++]);
@@ -968,7 +919,7 @@ static bool call_text(lr_db *db, const char *before, const char *sql, const char
 		lr_dbio_set_error(db, CR_OUT_OF_MEMORY, "out of memory");
 		return false;
 	}
-	ok = run_query(db, before, lr_sb_str(&sb), sql, timeout_ms);
+	ok = run_query(db, together, lr_sb_str(&sb), sql, timeout_ms);
 	lr_sb_finish(&sb);
 	return ok;
 }
@@ -984,7 +935,7 @@ static bool call_text(lr_db *db, const char *before, const char *sql, const char
  * timeout_ms. Costs one round trip plus the result: the
  * first time a connection runs sql, the prepare goes in the same send
  * (run_direct), and before a connection's first CALL, quiet_sql's SET
- * too. On MySQL, as text (call_text), with that SET sent ahead alike.
+ * too. On MySQL, as text (call_text), with that SET in the same query.
  */
 bool lr_dbio_call(lr_db *db, const char *sql, const char *const *params, unsigned nparams,
                   unsigned timeout_ms)

@@ -72,6 +72,7 @@ struct lr_db {
 	/* The connecting part (dbconn.c). */
 	const struct lr_db_params *p;
 	bool probe;          /* check a new connection with SELECT 1 */
+	bool multi;          /* log in with multi-statements (lr_db_set_multi_statements) */
 	bool any_server;     /* keep a connection to any server (lr_db_allow_any_server) */
 	size_t first_host;   /* where the next connect starts in the host list */
 	size_t cur_host;     /* the host of the current connection */

@@ -39,6 +39,8 @@ bool lr_lock_init(struct lr_request *lk, uv_loop_t *loop, lr_db *db, const struc
 	/* The first CALL is the probe of a new connection (and the schema
 	 * check): no SELECT 1 before it. */
 	lr_db_set_probe(db, false);
+	/* On MySQL the first CALL goes with the session's SET, as one query. */
+	lr_db_set_multi_statements(db, true);
 	return lr_request_init(lk, loop, db, owner, ttl_ms);
 }
 
