@@ -205,9 +205,10 @@ turns() {
 }
 
 @test "an uncontended run waits out one round trip per CALL, the session's settings sent with the first" {
-	# The SET that keeps the slow log out goes in the same send as the
-	# first CALL; on MariaDB each CALL's prepare goes with its execute, on
-	# MySQL the CALLs go as text.
+	# The SET that keeps the slow log out goes with the first CALL (on
+	# MariaDB ahead of it in the same send, on MySQL in the same query);
+	# on MariaDB each CALL's prepare goes with its execute, on MySQL the
+	# CALLs go as text.
 	local want=2
 	proxy
 	turns >/dev/null
