@@ -964,15 +964,9 @@ bool lr_dbio_call(lr_db *db, const char *sql, const char *const *params, unsigne
 	lr_log_debug("%s: %s", db->server, sql);
 	db->expired = db->aborting = false;
 	tls_errors_clear();
-	/* A statement is kept only after a run that the SET went ahead of:
-	 * the round trip of its own here is not reached. */
-	if ((st = kept_stmt(db, sql)) && before) {
-		if (!lr_dbio_query(db, before, before, timeout_ms))
-			return false;
-		db->quiet = true;
-		before = NULL;
-	}
-	if (!st) {
+	/* A statement is kept only after a first run that the SET went ahead
+	 * of (a failed SET drops it), so a kept one never needs the SET. */
+	if (!(st = kept_stmt(db, sql))) {
 		if (!(st = new_stmt(db, sql)))
 			goto fail;
 		fresh = true;
