@@ -41,9 +41,11 @@ stored_hex() {
 }
 
 # Arguments with an invalid byte, a newline, ESC, a C1 control, a
-# backslash, and valid UTF-8 beside them; and their record.
-hostile_args=($'caf\xe9' $'line1\nline2' $'\e[31mred' $'\xc2\x9b2J' 'back\slash' $'caf\xc3\xa9')
-hostile_record='caf\xe9 line1\x0aline2 \x1b[31mred \xc2\x9b2J back\\slash caf'$'\xc3\xa9'
+# backslash, valid UTF-8 beside them, and SQL's quote and statement end
+# (on MySQL the CALLs go as text, on a connection that may send two
+# statements in one query); and their record.
+hostile_args=($'caf\xe9' $'line1\nline2' $'\e[31mred' $'\xc2\x9b2J' 'back\slash' $'caf\xc3\xa9' "o'k'); DO 1; -- ")
+hostile_record='caf\xe9 line1\x0aline2 \x1b[31mred \xc2\x9b2J back\\slash caf'$'\xc3\xa9'" o'k'); DO 1; -- "
 
 @test "a command line that is not UTF-8 runs with its exact bytes and is recorded escaped" {
 	run "$LOCKRUN" -x m -- "$args" "${hostile_args[@]}"
