@@ -5,7 +5,8 @@
 #
 # Measures what bounds the targets that are hard to reach here: the CPU time
 # and peak RSS of starting alone, for `true`, flock(1), bench/floor (starts
-# Connector/C, connects nowhere), `lockrun --version`, a whole
+# Connector/C, connects nowhere; and again with the least session a lock
+# over SQL needs), `lockrun --version`, a whole
 # `lockrun -x` run and `etcdctl lock`.
 # How: bench/cpurun.c runs each command N_FLOOR times and adds up the CPU
 # time wait4() reports; the server's CPU ticks meanwhile; peak RSS by
@@ -52,6 +53,15 @@ section_bounds() {
 	floor_row true "\`true\`: a process that does nothing" "" /bin/true
 	floor_row flock "\`flock FILE true\`" "" flock "$T/floor.lock" /bin/true
 	floor_row floor "bench/floor: starts Connector/C, connects nowhere" "" "$FLOOR"
+	# The same with the least session a lock over SQL needs, to lockrun's
+	# server as lockrun's configuration names it.
+	local conf=() k
+	mapfile -t conf < <(awk -F' *= *' '$1 ~ /^(host|port|user|password_file|database|server_public_key)$/ { v[$1] = $2 }
+		END { print v["host"]; print v["port"]; print v["user"]; print v["password_file"]; print v["database"]; print v["server_public_key"] }' \
+		"$LOCKRUN_CONFIG")
+	k=${conf[5]:-}
+	floor_row session "bench/floor with a session: a TCP login, two \`DO 0\`, goodbye" "$DB_PID" \
+		"$FLOOR" "${conf[@]:0:5}" ${k:+"$k"}
 	floor_row version "\`lockrun --version\`: lockrun's libraries, no work" "" "$LOCKRUN" --version
 	floor_row lockrun "\`lockrun -x NAME -- true\`" "$DB_PID" "$LOCKRUN" -x floor-mx -- /bin/true
 	floor_row etcdctl "\`etcdctl lock NAME -- true\`" "$ETCD_PID" "${ETCDCTL[@]}" lock floor-mx -- /bin/true
@@ -61,7 +71,10 @@ section_bounds() {
 		"Peak RSS: GNU time's %M, median of $N_RSS. bench/floor (bench/floor.c) links" \
 		"libmariadb, which brings in libssl and libcrypto, starts OpenSSL as lockrun does without" \
 		"TLS and calls mysql_init() once, which starts the connector's library: any program using" \
-		"Connector/C pays this much, the dynamic loader's relocations of libcrypto above all." ""
+		"Connector/C pays this much, the dynamic loader's relocations of libcrypto above all." \
+		"With a session, it also logs in to the same server as lockrun, over TCP without TLS, runs" \
+		"\`DO 0\` twice (one round trip each, as lockrun's acquire and release) and says goodbye:" \
+		"the least any program pays that opens a session for its lock." ""
 	local -A c=() v=() r=()
 	local key cpu srv rss
 	while read -r key cpu srv rss; do
@@ -97,13 +110,30 @@ section_bounds() {
 				printf "\n"
 			}' | fmt -w 92)" ""
 	fi
+	if num "${c[floor]:-}" && num "${c[session]:-}" && num "${c[lockrun]:-}" && num "${c[true]:-}" &&
+		num "${v[session]:-}" && num "${v[lockrun]:-}"; then
+		md "$(awk -v fl="${c[floor]}" -v se="${c[session]}" -v lr="${c[lockrun]}" -v tr="${c[true]}" \
+			-v sv="${v[session]}" -v lv="${v[lockrun]}" '
+			BEGIN {
+				printf "**Client CPU ≤ 1.25× bench/floor.** A whole run costs %.2f ms, %.2f ms without its wrapped `true`: ", lr, lr - tr
+				printf "%.2f× bench/floor (%.2f ms). The least session any program needs for a lock over SQL, ", (lr - tr) / fl, fl
+				printf "a login over TCP and two statements that touch nothing, costs %.2f ms (%.2f× bench/floor), ", se, se / fl
+				printf "so lockrun spends %.2f ms beyond it: the event loop, the child'"'"'s spawn, the threads that run the first ", lr - tr - se
+				printf "call of each statement, and the calls'"'"' own work. "
+				printf "In the server, that session costs %.2f ms and a whole run %.2f ms (%.1f×): the rest is the routines, ", sv, lv, (sv > 0 ? lv / sv : 0)
+				printf "their parse in each new session above all.\n"
+			}' | fmt -w 92)" ""
+	fi
 	if num "${r[floor]:-}" && num "${r[version]:-}" && num "${r[lockrun]:-}" && num "${r[flock]:-}"; then
-		md "$(awk -v fl="${r[floor]}" -v ver="${r[version]}" -v lr="${r[lockrun]}" -v fk="${r[flock]}" '
+		md "$(awk -v fl="${r[floor]}" -v ver="${r[version]}" -v lr="${r[lockrun]}" -v fk="${r[flock]}" \
+			-v se="${r[session]:-0}" '
 			BEGIN {
 				printf "**Peak RSS ≤ 4096 KiB.** A program that only starts Connector/C peaks at %d KiB ", fl
 				printf "(bench/floor) and loading lockrun'"'"'s libraries alone at %d KiB (`lockrun --version`); ", ver
+				if (se > 0) printf "with the least session (a TCP login, two statements) bench/floor peaks at %d KiB; ", se
 				printf "a whole run peaks at %d KiB, %d KiB above bench/floor. ", lr, lr - fl
 				if (fl >= 4096) printf "The floor alone is over the goal, so no program built on Debian'"'"'s Connector/C meets it here."
+				else if (se >= 4096) printf "The floor with a session is over the goal, so no program that opens a session with Debian'"'"'s Connector/C meets it here."
 				else printf "That leaves %d KiB above the floor for libuv, inih, lockrun itself, its heap, one connection and the spawn.", 4096 - fl
 				printf " Most of these pages are the shared libraries'"'"' (see Cost): other processes map the same ones, and flock maps %d KiB of its own libraries and libc.\n", fk
 			}' | fmt -w 92)" ""
