@@ -15,11 +15,11 @@
 
 #include <ini.h>
 #include <mariadb_version.h>
-#include <openssl/pem.h>
 
 #include "duration.h"
 #include "log.h"
 #include "lr_build.h"
+#include "pubkey.h"
 
 /* State of one parse: the first error wins, inih gives its line number. */
 struct parse {
@@ -285,18 +285,28 @@ static bool tls_version_key(struct parse *ps, const char *v)
 	            v);
 }
 
+/* Whether f holds an RSA public key in PEM (pubkey.c). Reads at most
+ * 64 KiB, far more than any such key. */
+static bool holds_public_key(FILE *f)
+{
+	char buf[65536];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+
+	return !ferror(f) && lr_pubkey_check(buf, n);
+}
+
 /*
  * A file key (ssl_ca, ssl_cert, ssl_key, server_public_key) must name a
  * file lockrun can read, and ssl_capath a directory: the connector would
  * only fail later, at every connect, or, for server_public_key, ask the
  * server for its key instead without a word. server_public_key must hold
- * a PEM public key. Costs an open and read per file.
+ * an RSA public key in PEM (pubkey.c), the only kind the connector's RSA
+ * exchange uses. Costs an open and read per file.
  */
 static bool file_key(struct parse *ps, const char *key, const char *v, char **dst)
 {
 	struct stat st;
 	FILE *f;
-	EVP_PKEY *pk;
 
 	if (!*v)
 		return fail(ps, "%s: empty value", key);
@@ -310,13 +320,9 @@ static bool file_key(struct parse *ps, const char *key, const char *v, char **ds
 	if (S_ISDIR(st.st_mode) || !(f = fopen(v, "r")))
 		return fail(ps, "%s: %s: %s", key, v,
 		            S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
-	if (strcmp(key, "server_public_key") == 0) {
-		pk = PEM_read_PUBKEY(f, NULL, NULL, NULL);
-		EVP_PKEY_free(pk);
-		if (!pk) {
-			fclose(f);
-			return fail(ps, "%s: %s holds no PEM public key", key, v);
-		}
+	if (strcmp(key, "server_public_key") == 0 && !holds_public_key(f)) {
+		fclose(f);
+		return fail(ps, "%s: %s holds no RSA public key in PEM", key, v);
 	}
 	fclose(f);
 	return set_str(dst, v);

@@ -4,10 +4,11 @@
  * Lookup: the -c file, else $LOCKRUN_CONFIG, else /etc/lockrun.conf; with
  * none at all, the local server's socket as the current OS user.
  *
- * A server_public_key file is read with OpenSSL, to refuse one that holds
- * no key before the connector would silently ask the server for its own.
+ * A server_public_key file is checked (pubkey), to refuse one that holds
+ * no RSA public key before the connector would silently ask the server for
+ * its own.
  *
- * May use: db, duration, log, lr_build (generated).
+ * May use: db, duration, log, lr_build (generated), pubkey.
  */
 #ifndef LR_CONFIG_H
 #define LR_CONFIG_H

@@ -296,11 +296,16 @@ for f in json.load(sys.stdin)["checks"]:
 
 @test "the new keys are checked when the file is read: one line naming file:line, exit 78" {
 	local key
+	# A public key the RSA exchange cannot use, and a damaged RSA one.
+	openssl ecparam -genkey -name prime256v1 -noout | openssl ec -pubout -out "$BATS_TEST_TMPDIR/ec.pem" 2>/dev/null
+	openssl genrsa 2048 2>/dev/null | openssl rsa -pubout 2>/dev/null | sed '3d' >"$BATS_TEST_TMPDIR/cut.pem"
 	for key in "ssl_capath=$TS/tls/ca.pem:not a directory" \
+		"server_public_key=$BATS_TEST_TMPDIR/ec.pem:holds no RSA public key in PEM" \
+		"server_public_key=$BATS_TEST_TMPDIR/cut.pem:holds no RSA public key in PEM" \
 		"ssl_ca=$TS/nowhere.pem:No such file or directory" \
 		"ssl_fingerprint=12:34:not a SHA-1 digest" \
 		"tls_version=TLSv1.1:is not TLSv1.2 or TLSv1.3" \
-		"server_public_key=$TS/tls/ca.pem:holds no PEM public key" \
+		"server_public_key=$TS/tls/ca.pem:holds no RSA public key in PEM" \
 		"allow_public_key_retrieval=maybe:is not a boolean"; do
 		conf_with "${key%:*}"
 		run "$LOCKRUN" -c "$conf" -s tls37 -- true
