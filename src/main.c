@@ -728,11 +728,18 @@ static int run_locked(struct run *r)
 		struct lr_sup_status st = lr_sup_status(r->sup);
 		/* With --once-per, a success the database was not told of
 		 * does not close the window: say so, as the next attempt in
-		 * it will run. */
+		 * it will run. A release that got no answer may still land
+		 * (sent, held by the network, delivered once it heals) while
+		 * the grant lives, and then it does record the success: that
+		 * outcome is not known here. */
+		bool success = r->cli.once_per_ms && !st.signaled && st.code == 0;
 		const char *open_window =
-		    r->cli.once_per_ms && !st.signaled && st.code == 0
-		        ? ", and its window stays open: the success was not recorded"
-		        : "";
+		    success ? ", and its window stays open: the success was not recorded" : "";
+		const char *maybe_open =
+		    success ? ", and its window stays open unless the release, sent but not "
+		              "answered, still reaches the database by then: the success may "
+		              "not be recorded"
+		            : "";
 		if (lr_lock_release(&r->lock, st.signaled ? LR_END_SIGNALED : LR_END_EXITED,
 		                    st.signaled ? st.signo : st.code))
 			lr_log_info("released grant %llu", (unsigned long long)r->lock.grant_id);
@@ -745,7 +752,7 @@ static int run_locked(struct run *r)
 			lr_log_warn(
 			    "could not release grant %llu (%s); it is free again within %g s%s",
 			    (unsigned long long)r->lock.grant_id, r->lock.err,
-			    r->ttl + LR_SWEEP_GRACE_MS / 1000.0, open_window);
+			    r->ttl + LR_SWEEP_GRACE_MS / 1000.0, maybe_open);
 	}
 out:
 	lr_prequeue_destroy(pq);
