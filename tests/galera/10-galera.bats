@@ -408,6 +408,15 @@ statuses_of() {
 	# acquired in time), 76 (lease lost; child stopped). Nothing else; 124
 	# means lockrun hung and `timeout` stopped it.
 	run awk '$3 != 0 && $3 != 69 && $3 != 75 && $3 != 76' "$rcs"
+	if [[ -n $output ]]; then
+		# What those workers' lockrun said last (-vv), shown with the
+		# failure: a crash leaves nothing else, as the work directory goes.
+		local w
+		for w in $(awk '{ print $1 }' <<<"$output" | sort -u); do
+			echo "-- the end of worker $w's stderr:"
+			tail -n 40 "$work/stderr.w$w"
+		done
+	fi
 	assert_output ""
 	((ok >= 20)) || fail "only $ok runs on g1 completed"
 
