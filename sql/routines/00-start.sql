@@ -11,7 +11,7 @@
 --   20-sweep.sql          lr_sweep, lr_reclaim, lr_recount, lr_fresh,
 --                         lr_unhold: the sweep, idle rows reclaimed, and
 --                         the `used` count
---   30-acquire.sql        lockrun_acquire, lr_claim, lr_acquire
+--   30-acquire.sql        lockrun_acquire, lr_claim, lr_enqueue, lr_acquire
 --   40-queue.sql          lr_wait_lock, lr_heartbeat, lockrun_poll,
 --                         lockrun_sleep, lockrun_dequeue,
 --                         lockrun_host_queue: waiting

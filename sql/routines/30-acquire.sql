@@ -1,8 +1,8 @@
 -- lockrun's stored routines, 30: acquire, and the claim of a grant handed
 -- over while waiting. (How these files are applied: 00-start.sql.)
 --
--- lockrun_acquire is public (the SQL API, doc/sql-api.md); lr_claim and
--- lr_acquire are its internal ways through.
+-- lockrun_acquire is public (the SQL API, doc/sql-api.md); lr_claim,
+-- lr_enqueue and lr_acquire are its internal ways through.
 
 DELIMITER //
 
@@ -23,9 +23,11 @@ DELIMITER //
 -- exists and is free, with nobody queued, nothing to sweep and no
 -- fail-over in the way, is granted here in one transaction of six short
 -- statements; the common enqueue, the same item busy (it does not fit)
--- and this request not queued yet, takes its place at the tail here, in
--- one transaction of as many; everything else goes to lr_parse and
--- lr_acquire, which decide it again from the start.
+-- and this request not queued yet, takes its place at the tail in
+-- lr_enqueue, in the same transaction (a routine of its own, which only a
+-- run that waits loads: a third of this text once was, parsed by every
+-- run); everything else goes to lr_parse and lr_acquire, which decide it
+-- again from the start.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lockrun_acquire(
   IN p_items VARCHAR(4000), IN p_request CHAR(32) CHARACTER SET ascii,
   IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED, IN p_enqueue TINYINT,
@@ -36,9 +38,7 @@ proc: BEGIN
   DECLARE v_sw, v_lwt BIGINT;
   DECLARE v_galera, v_fast TINYINT DEFAULT 0;
   DECLARE v_done, v_n INT DEFAULT 0;
-  DECLARE v_gid, v_permits, v_cap, v_used, v_fence, v_floor, v_ticket, v_head BIGINT UNSIGNED;
-  DECLARE v_wait_for VARCHAR(64) CHARACTER SET ascii;
-  DECLARE v_holder VARCHAR(700);
+  DECLARE v_gid, v_permits, v_cap, v_used, v_fence, v_floor, v_ticket BIGINT UNSIGNED;
   DECLARE v_held_as CHAR(32) CHARACTER SET ascii;
   DECLARE v_items VARCHAR(4000) DEFAULT p_items;
   DECLARE v_kind, v_rkind VARCHAR(10);
@@ -94,10 +94,7 @@ proc: BEGIN
   --    a key (a held key is not waited for); this request queued nowhere
   --    yet, the lease new, nothing to sweep (no hold and no queue place
   --    past its grace). Others may be queued: the place goes at the tail,
-  --    as lr_acquire puts it, with the same row written (ticket + 1, so
-  --    enqueues conflict like grants), the same place (lease and ttl for
-  --    lr_hand_off, 10 s to live) and the same answer (wait_for the place
-  --    right ahead, holder the first hold).
+  --    as lr_acquire puts it (lr_enqueue says how).
   IF CONVERT(p_items USING utf8mb4) COLLATE utf8mb4_bin REGEXP '^(semaphore:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:[1-9][0-9]{0,6}|(mutex|key|read|write):[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$'
      AND p_items NOT REGEXP '[[:cntrl:]]' THEN
     SET v_kind = SUBSTRING_INDEX(p_items, ':', 1),
@@ -136,56 +133,19 @@ proc: BEGIN
            AND NOT EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease)
           INTO v_fast;
       ELSEIF p_enqueue AND v_kind <> 'key' AND v_permits <= v_cap THEN
-        -- Busy: 2 if this call may queue here. The head, the wake-up lock
-        -- of the place right ahead (lr_lock_name's 'wait' name, spelled
-        -- out), the holder: what lr_acquire answers with, read as it reads
-        -- them.
-        SELECT IF(NOT EXISTS (SELECT 1 FROM lr_waiters WHERE request_id = p_request)
-                  AND NOT EXISTS (SELECT 1 FROM lr_waiters WHERE resource = v_name
-                                   AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND)
-                  AND NOT EXISTS (SELECT 1 FROM lr_holds WHERE resource = v_name
-                                   AND expires_at <= v_now - INTERVAL 5000000 MICROSECOND)
-                  AND NOT EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease)
-                  AND v_used = (SELECT COALESCE(SUM(permits), 0) FROM lr_holds WHERE resource = v_name),
-                  2, 0),
-               (SELECT MIN(ticket) FROM lr_waiters WHERE resource = v_name),
-               (SELECT CONCAT('lockrun.wait.', LEFT(SHA2(CONCAT('wait:', request_id), 256), 32))
-                  FROM lr_waiters WHERE resource = v_name ORDER BY ticket DESC LIMIT 1),
-               (SELECT CONCAT(g.host, ':', g.pid, ' (', g.db_user, '), held ', CASE
-                         WHEN TIMESTAMPDIFF(SECOND, g.acquired_at, v_now) < 120
-                           THEN CONCAT(TIMESTAMPDIFF(SECOND, g.acquired_at, v_now), 's')
-                         WHEN TIMESTAMPDIFF(SECOND, g.acquired_at, v_now) < 7200
-                           THEN CONCAT(TIMESTAMPDIFF(MINUTE, g.acquired_at, v_now), 'm')
-                         ELSE CONCAT(TIMESTAMPDIFF(HOUR, g.acquired_at, v_now), 'h') END)
-                  FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
-                 WHERE h.resource = v_name ORDER BY h.grant_id LIMIT 1)
-          INTO v_fast, v_head, v_wait_for, v_holder;
+        -- Busy: queue here if nothing else is in the way (lr_enqueue,
+        -- which answers and ends the call if it does).
+        CALL lr_enqueue(v_name, v_kind, v_permits, v_used, v_cap, v_ticket, v_now, p_request,
+                        p_lease, p_ttl_ms, p_host, p_pid, p_os_user, p_command, v_galera, v_sw,
+                        v_lwt, v_fast);
+        IF v_fast THEN
+          LEAVE proc;
+        END IF;
       ELSE
         SET v_fast = 0;
       END IF;
     END IF;
-    IF v_fast = 2 THEN
-      SET v_ticket = v_ticket + 1;
-      UPDATE lr_resources SET ticket = v_ticket WHERE name = v_name;
-      INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user,
-                              command, since, expires_at, lease, ttl_ms, db_user)
-      VALUES (v_name, v_ticket, p_request, v_permits,
-              LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
-              LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
-              v_now, v_now + INTERVAL 10000000 MICROSECOND, p_lease, p_ttl_ms, USER());
-      COMMIT;
-      CALL lr_leave(v_sw, v_lwt);
-      -- The wake-up chain: hold our wait lock while we wait (lr_wait_lock).
-      CALL lr_wait_lock(p_request, 1, v_galera);
-      SELECT 'queued' AS outcome, NULL AS grant_id, v_name AS resource, 'busy' AS state,
-             NULL AS fence, v_ticket AS ticket, v_used AS used, v_cap AS capacity,
-             v_head AS head, v_head IS NULL AS at_head, v_wait_for AS wait_for,
-             v_holder AS holder,
-             IF(v_kind = 'semaphore', CONCAT('''', v_name, ''' is busy (', v_used, '/', v_cap, ' used)'),
-                CONCAT('''', v_name, ''' is busy')) AS message,
-             NULL AS once_window, NULL AS done_by, v_galera AS galera, 3 AS api;
-      LEAVE proc;
-    ELSEIF v_fast THEN
+    IF v_fast THEN
       SET v_fence = GREATEST(v_fence, v_floor) + 1;
       UPDATE lr_resources SET fence = v_fence, used = used + v_permits, updated_at = v_now
        WHERE name = v_name;
@@ -271,6 +231,81 @@ BEGIN
   -- That read began a transaction under autocommit = 0: end it, so the
   -- claimer's renewal may run.
   COMMIT;
+END//
+
+-- The common enqueue of lockrun_acquire (its step 2), in a routine of its
+-- own so that a call that finds its row free never loads it: inside the
+-- caller's transaction, which holds the resource row p_name (of kind
+-- p_kind, p_used of p_cap permits used, its ticket p_ticket) locked, and
+-- read the epoch at p_now. Whether this request of p_permits may queue
+-- here: nothing to sweep (no hold and no queue place past its grace), the
+-- request queued nowhere yet, the lease new, and `used` as the hold rows
+-- count it (as lr_acquire's recount would find it). If so, p_queued = 1:
+-- the place goes at the tail, as lr_acquire puts it, with the same row
+-- written (ticket + 1, so that enqueues conflict like grants, also under
+-- Galera), the same place (lease and ttl for lr_hand_off, 10 s to live),
+-- the wake-up lock taken, the session restored (p_sw, p_lwt), and the
+-- same answer (wait_for the place right ahead, holder the first hold).
+-- Else p_queued = 0 and nothing is written: the caller goes the general
+-- way. Errors go to the caller's handler, which rolls back. Cost: one
+-- read; if queued, two writes, the commit and lr_wait_lock.
+CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enqueue(
+  IN p_name VARCHAR(80) CHARACTER SET ascii, IN p_kind VARCHAR(10), IN p_permits BIGINT UNSIGNED,
+  IN p_used BIGINT UNSIGNED, IN p_cap BIGINT UNSIGNED, IN p_ticket BIGINT UNSIGNED,
+  IN p_now DATETIME(6), IN p_request CHAR(32) CHARACTER SET ascii,
+  IN p_lease CHAR(32) CHARACTER SET ascii, IN p_ttl_ms INT UNSIGNED, IN p_host VARCHAR(255),
+  IN p_pid INT UNSIGNED, IN p_os_user VARCHAR(64), IN p_command VARCHAR(1024),
+  IN p_galera TINYINT, IN p_sw BIGINT, IN p_lwt BIGINT, OUT p_queued TINYINT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER
+proc: BEGIN
+  DECLARE v_ticket, v_head BIGINT UNSIGNED;
+  DECLARE v_wait_for VARCHAR(64) CHARACTER SET ascii;
+  DECLARE v_holder VARCHAR(700);
+  -- The head, the wake-up lock of the place right ahead (lr_lock_name's
+  -- 'wait' name, spelled out), the holder: what lr_acquire answers with,
+  -- read as it reads them.
+  SELECT IF(NOT EXISTS (SELECT 1 FROM lr_waiters WHERE request_id = p_request)
+            AND NOT EXISTS (SELECT 1 FROM lr_waiters WHERE resource = p_name
+                             AND expires_at <= p_now - INTERVAL 5000000 MICROSECOND)
+            AND NOT EXISTS (SELECT 1 FROM lr_holds WHERE resource = p_name
+                             AND expires_at <= p_now - INTERVAL 5000000 MICROSECOND)
+            AND NOT EXISTS (SELECT 1 FROM lr_grants WHERE request_id = p_lease)
+            AND p_used = (SELECT COALESCE(SUM(permits), 0) FROM lr_holds WHERE resource = p_name),
+            1, 0),
+         (SELECT MIN(ticket) FROM lr_waiters WHERE resource = p_name),
+         (SELECT CONCAT('lockrun.wait.', LEFT(SHA2(CONCAT('wait:', request_id), 256), 32))
+            FROM lr_waiters WHERE resource = p_name ORDER BY ticket DESC LIMIT 1),
+         (SELECT CONCAT(g.host, ':', g.pid, ' (', g.db_user, '), held ', CASE
+                   WHEN TIMESTAMPDIFF(SECOND, g.acquired_at, p_now) < 120
+                     THEN CONCAT(TIMESTAMPDIFF(SECOND, g.acquired_at, p_now), 's')
+                   WHEN TIMESTAMPDIFF(SECOND, g.acquired_at, p_now) < 7200
+                     THEN CONCAT(TIMESTAMPDIFF(MINUTE, g.acquired_at, p_now), 'm')
+                   ELSE CONCAT(TIMESTAMPDIFF(HOUR, g.acquired_at, p_now), 'h') END)
+            FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
+           WHERE h.resource = p_name ORDER BY h.grant_id LIMIT 1)
+    INTO p_queued, v_head, v_wait_for, v_holder;
+  IF NOT p_queued THEN
+    LEAVE proc;
+  END IF;
+  SET v_ticket = p_ticket + 1;
+  UPDATE lr_resources SET ticket = v_ticket WHERE name = p_name;
+  INSERT INTO lr_waiters (resource, ticket, request_id, permits, host, pid, os_user,
+                          command, since, expires_at, lease, ttl_ms, db_user)
+  VALUES (p_name, v_ticket, p_request, p_permits,
+          LEFT(COALESCE(p_host, SUBSTRING_INDEX(USER(), '@', -1)), 255), COALESCE(p_pid, 0),
+          LEFT(COALESCE(p_os_user, ''), 64), LEFT(COALESCE(p_command, ''), 1024),
+          p_now, p_now + INTERVAL 10000000 MICROSECOND, p_lease, p_ttl_ms, USER());
+  COMMIT;
+  CALL lr_leave(p_sw, p_lwt);
+  -- The wake-up chain: hold our wait lock while we wait (lr_wait_lock).
+  CALL lr_wait_lock(p_request, 1, p_galera);
+  SELECT 'queued' AS outcome, NULL AS grant_id, p_name AS resource, 'busy' AS state,
+         NULL AS fence, v_ticket AS ticket, p_used AS used, p_cap AS capacity,
+         v_head AS head, v_head IS NULL AS at_head, v_wait_for AS wait_for,
+         v_holder AS holder,
+         IF(p_kind = 'semaphore', CONCAT('''', p_name, ''' is busy (', p_used, '/', p_cap, ' used)'),
+            CONCAT('''', p_name, ''' is busy')) AS message,
+         NULL AS once_window, NULL AS done_by, p_galera AS galera, 3 AS api;
 END//
 
 -- The acquire proper (lockrun_acquire), once the items are parsed into the
