@@ -523,7 +523,7 @@ static bool login_on_thread(lr_db *db, struct login *l, unsigned timeout_ms, boo
 	/* Its uv_async_send may still be under way: joined first. */
 	pthread_join(t, NULL);
 	uv_close((uv_handle_t *)l->wake, lr_dbio_free_handle);
-	fd = (int)mysql_get_socket(l->m);
+	fd = lr_dbio_socket(l->m, false);
 	if (fd >= 0 && (fl = fcntl(fd, F_GETFL)) >= 0)
 		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 	login_over(db->p, l->m);
@@ -555,10 +555,12 @@ static bool login(lr_db *db, struct login *l, const char *ip, unsigned timeout_m
 		return login_on_thread(db, l, timeout_ms, abandoned);
 	db->expired = db->aborting = false;
 	connecting = l;
+	db->connecting = true;
 	st = mysql_real_connect_start(&db->ret_conn, db->m, ip, l->user, l->password, l->database,
 	                              l->port, ip ? NULL : p->socket, l->flags);
 	if (st)
 		lr_dbio_drive(db, st, cont_connect, timeout_ms);
+	db->connecting = false;
 	connecting = NULL;
 	login_over(p, db->m);
 	return db->ret_conn != NULL;
@@ -673,7 +675,7 @@ static bool try_connect(lr_db *db, const char *ip, const char *name, const char 
 		goto out;
 	}
 	snprintf(db->cur_ip, sizeof(db->cur_ip), "%s", ip ? ip : "");
-	fd = (int)mysql_get_socket(db->m);
+	fd = lr_dbio_socket(db->m, false);
 	if (fd >= 0)
 		fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
 	/* Connector/C 3.3 may fall back to plain text when the server offers

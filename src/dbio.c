@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -40,6 +41,21 @@ static void tls_errors_clear(void)
 }
 
 /*
+ * The socket of connection m, or -1 when it has none. Connector/C's
+ * mysql_get_socket() answers for a connection without one (net.pvio
+ * NULL: not open yet, or closed by the connector after a read or write
+ * failed) with the socket its last non-blocking connect opened, which it
+ * keeps after the connect, also once that socket is closed: freed memory
+ * then, whose descriptor number may be another file's. So that answer is
+ * taken only while a connect runs (connecting), the one time it is the
+ * only way to the socket. Local work.
+ */
+int lr_dbio_socket(MYSQL *m, bool connecting)
+{
+	return m && (m->net.pvio || connecting) ? (int)mysql_get_socket(m) : -1;
+}
+
+/*
  * Holds back (on) or lets go (off) what is written to the connection's
  * TCP socket, so that statements sent one after another without waiting
  * leave in one segment: the server then has them all when it reads the
@@ -49,7 +65,7 @@ static void tls_errors_clear(void)
  */
 static void cork(MYSQL *m, bool on)
 {
-	int fd = (int)mysql_get_socket(m), v = on;
+	int fd = lr_dbio_socket(m, false), v = on;
 
 	if (fd >= 0)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
@@ -175,7 +191,7 @@ void lr_dbio_stop_deadline(lr_db *db)
  * re-read every time: it changes while connecting. */
 static void watch(lr_db *db, int status)
 {
-	int fd = (int)mysql_get_socket(db->m);
+	int fd = lr_dbio_socket(db->m, db->connecting);
 	int ev = 0;
 
 	if (status & MYSQL_WAIT_READ)
@@ -214,7 +230,7 @@ static void unwatch(lr_db *db)
  * once, which is the only safe way to abandon an operation in flight. */
 void lr_dbio_shut(lr_db *db)
 {
-	int fd = db->m ? (int)mysql_get_socket(db->m) : -1;
+	int fd = lr_dbio_socket(db->m, db->connecting);
 
 	if (fd >= 0)
 		shutdown(fd, SHUT_RDWR);
@@ -731,16 +747,23 @@ static void on_direct_done(uv_async_t *a)
  * as lr_dbio_drive() does: signals, timers and child exits are served, and the
  * deadline or the cancel flag shuts the socket down, which makes the
  * thread's wait end at once. The connection is not touched here until the
- * thread is done. With before, that statement goes first in the same
- * round trip (direct_after), and db->quiet says whether the server took
- * it. Costs one round trip, a thread start (two sigprocmasks around it)
- * and, after it, a fcntl (the connector leaves the socket blocking).
+ * thread is done: not even to find its socket, which the connector frees
+ * when a read fails or runs out of its read_timeout (as it may at our
+ * deadline), so the socket is shut through a descriptor of our own, a
+ * duplicate taken before the thread starts. With before, that statement
+ * goes first in the same round trip (direct_after), and db->quiet says
+ * whether the server took it. Costs one round trip, a thread start (two
+ * sigprocmasks around it), the duplicate and its close, and after it a
+ * fcntl (the connector leaves the socket blocking).
  */
 static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, const char *before,
                        unsigned timeout_ms)
 {
 	struct direct d = {.st = st, .sql = sql, .before = before, .ret = 1};
-	int fd = (int)mysql_get_socket(db->m), fl;
+	int fd = lr_dbio_socket(db->m, false), fl;
+	/* Without a duplicate (no descriptor left), the number itself: the
+	 * thread may close it, but nothing here opens another meanwhile. */
+	int own = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
 	sigset_t all, old;
 	pthread_t t;
 	bool ok = false, started;
@@ -768,12 +791,15 @@ static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, const char *b
 	while (!atomic_load(&d.done)) {
 		if (!db->aborting && (db->expired || (db->cancel && *db->cancel))) {
 			db->aborting = true;
-			lr_dbio_shut(db);
+			if (fd >= 0)
+				shutdown(own >= 0 ? own : fd, SHUT_RDWR);
 		}
 		uv_run(db->loop, UV_RUN_ONCE);
 	}
 	uv_timer_stop(db->deadline);
 	pthread_join(t, NULL);
+	/* The handle is ours again; its socket, if it still has one. */
+	fd = lr_dbio_socket(db->m, false);
 	if (fd >= 0 && (fl = fcntl(fd, F_GETFL)) >= 0)
 		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 	if (d.before_ok)
@@ -784,6 +810,8 @@ static bool run_direct(lr_db *db, MYSQL_STMT *st, const char *sql, const char *b
 	else if (!ok)
 		lr_dbio_set_error(db, d.err, "%s: %s (%u)", db->server, d.msg, d.err);
 out:
+	if (own >= 0)
+		close(own);
 	uv_close((uv_handle_t *)d.wake, lr_dbio_free_handle);
 	return ok;
 }

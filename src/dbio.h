@@ -39,6 +39,7 @@ struct lr_db {
 	int fired;              /* MYSQL_WAIT_* events seen in the current wait */
 	bool expired;
 	bool aborting;
+	bool connecting; /* a non-blocking connect runs (lr_dbio_socket) */
 
 	MYSQL *ret_conn;
 	int ret_int;
@@ -101,6 +102,7 @@ void lr_dbio_drive(lr_db *db, int status, lr_dbio_cont cont, unsigned timeout_ms
 void lr_dbio_start_deadline(lr_db *db, unsigned timeout_ms);
 void lr_dbio_stop_deadline(lr_db *db);
 void lr_dbio_shut(lr_db *db);
+int lr_dbio_socket(MYSQL *m, bool connecting);
 void lr_dbio_drop_poll(lr_db *db);
 void lr_dbio_watch_idle(lr_db *db);
 bool lr_dbio_query(lr_db *db, const char *sql, const char *shown, unsigned timeout_ms);

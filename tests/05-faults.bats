@@ -441,6 +441,37 @@ once_cut() {
 	fail "a second run in a window already done ran its command"
 }
 
+@test "releases held by the network past read_timeout, 16 at once: each run gives up on its own and exits cleanly" {
+	proxy
+	# Each release runs on a thread of its own (its first call); its
+	# bound is read_timeout, which is also the connector's own bound on a
+	# read there: the two run out at once, and the connector then frees
+	# the connection while lockrun's bound shuts its socket. lockrun once
+	# read the freed connection for that socket (a crash, 139, or 99 under
+	# ASan), when its loop woke just after the connector gave up.
+	sed -i 's/^read_timeout = .*//' "$pconf"
+	printf 'read_timeout = 1\n' >>"$pconf"
+	local i pids=() rc
+	for ((i = 1; i <= 16; i++)); do
+		"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x "held$i" -- sh -c \
+			"echo in >\"$BATS_TEST_TMPDIR/in$i\"; while [ ! -e \"$BATS_TEST_TMPDIR/go\" ]; do sleep 0.05; done" \
+			3>&- 2>"$BATS_TEST_TMPDIR/err$i" &
+		pids+=($!)
+	done
+	for ((i = 1; i <= 16; i++)); do
+		lr_wait_for test -e "$BATS_TEST_TMPDIR/in$i"
+	done
+	pctl blackhole on
+	touch "$BATS_TEST_TMPDIR/go"
+	for ((i = 1; i <= 16; i++)); do
+		rc=0
+		wait "${pids[i - 1]}" || rc=$?
+		((rc == 0)) || fail "run $i exited $rc: $(cat "$BATS_TEST_TMPDIR/err$i")"
+		grep -q "could not release grant" "$BATS_TEST_TMPDIR/err$i" ||
+			fail "run $i did not say its release failed: $(cat "$BATS_TEST_TMPDIR/err$i")"
+	done
+}
+
 @test "the proxy's drop-replies loses answers only: the holder's renewals reach the server, its command is stopped all the same" {
 	proxy
 	"$LOCKRUN" -c "$pconf" --ttl 3 --kill-after 0.5 -x dreply -- sh -c "$(loop_cmd A)" 3>&- 2>/dev/null &
