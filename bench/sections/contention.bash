@@ -16,7 +16,8 @@
 # again at 8 loops (or the most measured) with a CPU hog beside it, one
 # busy loop per CPU (cont_hog), for `lockrun -x` on each server and
 # `etcdctl lock` once: both contestants share the CPUs with the same
-# other work, as on a host that does more than lock.
+# other work, as on a host that does more than lock; hog_row reads how much
+# of the CPUs the hog took meanwhile (data/cont.hog).
 # Each run appends its rows to data/cont.rows and its figures to
 # data/cont.cpu; contention_page, once all servers ran, writes to the page:
 # the contention table (lockrun's rows of each server side by side), the
@@ -179,6 +180,30 @@ cont_hog() {
 	BG_PIDS+=("${HOG_PIDS[@]}")
 }
 
+# hog_ticks: the CPU time (user + system, clock ticks) the hog's loops used
+# so far.
+hog_ticks() {
+	local p t=0
+	for p in "${HOG_PIDS[@]}"; do
+		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+	done
+	echo "$t"
+}
+
+# hog_row LOOPS KEY LABEL CMD...: cont_row beside the hog, and the share of
+# the CPUs the hog took meanwhile (start-up and end included), appended to
+# data/cont.hog as "SERVER KEY PERCENT": what the contestant left it.
+hog_row() {
+	local n=$1 key=$2 h0 t0 h1 t1
+	shift 2
+	h0=$(hog_ticks) t0=$(now_us)
+	cont_row "$n" "$key" 1 "$@"
+	h1=$(hog_ticks) t1=$(now_us)
+	awk -v s="$DB_NAME" -v k="$key" -v h=$((h1 - h0)) -v hz="$(getconf CLK_TCK)" \
+		-v us=$((t1 - t0)) -v c="$(nproc)" \
+		'BEGIN { printf "%s %s %.0f\n", s, k, 100 * h / hz / (us / 1e6) / c }' >>"$T/data/cont.hog"
+}
+
 section_contention() {
 	local n g gw p50 p99 bad fails nw busy cpu srv
 	"$LOCKRUNCTL" -c "$T/db/admin.conf" -q set cont-sem 3
@@ -205,9 +230,9 @@ section_contention() {
 	n=$(cont_bound_loops)
 	log "contention: $n loops with a CPU hog beside ($(nproc) busy loops)"
 	cont_hog
-	cont_row "$n" lr-hog 1 "lockrun -x (mutex), CPU hog beside" "$LOCKRUN" -x "cont-hog-$n" --
+	hog_row "$n" lr-hog "lockrun -x (mutex), CPU hog beside" "$LOCKRUN" -x "cont-hog-$n" --
 	if ((DB_FIRST)); then
-		cont_row "$n" et-hog 1 "etcdctl lock, CPU hog beside" "${ETCDCTL[@]}" lock "cont-hog-$n" --
+		hog_row "$n" et-hog "etcdctl lock, CPU hog beside" "${ETCDCTL[@]}" lock "cont-hog-$n" --
 	fi
 	cont_hog stop
 	return 0
@@ -284,6 +309,7 @@ contention_page() {
 	done
 	[[ -z $line ]] ||
 		headline "With a CPU hog beside (one busy loop per CPU), mutex grants/s with $n loops: $line; etcdctl $(cont_g "$first" et-hog "$n")."
+	cont_hog_page "$n"
 	cont_bound_page
 	md "" "![grants per second against contenders](bench-contention.png)" ""
 	md "How measured: N loops (bash) each run \`TOOL LOCK -- stamp FILE\` until the deadline;" \
@@ -351,4 +377,36 @@ contention_targets() {
 	else
 		target "mutex grants/s with 8 loops and a CPU hog beside, × etcdctl" "≥ 1" - ""
 	fi
+}
+
+
+# hog_left PERCENT GRANTS_PER_S: ms of CPU per grant in what a hog that
+# took PERCENT of the CPUs left, at GRANTS_PER_S.
+hog_left() {
+	awk -v h="$1" -v g="$2" -v c="$(nproc)" \
+		'BEGIN { if (g > 0) printf "%.1f", (100 - h) / 100 * c * 1000 / g; else printf "-" }'
+}
+
+# cont_hog_page LOOPS: how the CPUs were shared in the runs beside the hog
+# (data/cont.hog): the share the hog took while each contestant ran.
+cont_hog_page() {
+	local n=$1 s line='' per='' et eg first=${SERVERS[0]}
+	[[ -s $T/data/cont.hog ]] || return 0
+	et=$(awk '$2 == "et-hog" { print $3 }' "$T/data/cont.hog")
+	eg=$(cont_g "$first" et-hog "$n")
+	for s in $(servers_run); do
+		local h
+		h=$(awk -v s="$s" '$1 == s && $2 == "lr-hog" { print $3 }' "$T/data/cont.hog")
+		[[ -n $h ]] || continue
+		line+="${line:+, }$h% while lockrun ran on $(db_label "$s")"
+		per+="${per:+, }$(hog_left "$h" "$(cont_g "$s" lr-hog "$n")") ms for lockrun on $(db_label "$s")"
+	done
+	[[ -n $et && $eg != - ]] && per+="${per:+, }$(hog_left "$et" "$eg") ms for etcdctl"
+	md "" "Beside the hog, the hog's busy loops took ${line}${et:+, and ${et}% while etcdctl ran}" \
+		"(their CPU time over the run's, start-up included, over $(nproc) CPUs). What the hog left," \
+		"over the grants: $per per grant. How to read: the kernel shares a CPU between runnable" \
+		"threads, not programs; etcd and etcdctl run many threads (Go's runtime), lockrun, its" \
+		"command and the server's connection thread one each, so beside the same hog etcdctl's" \
+		"side gets more of the machine. Its grants/s beside the hog are then a larger share of" \
+		"the CPUs, not less CPU per grant." ""
 }
