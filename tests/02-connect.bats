@@ -184,6 +184,22 @@ old_schema() {
 	(( ms < 1500 )) || fail "took ${ms} ms to stop"
 }
 
+@test "no port configured: 3306, the documented default" {
+	# lockrun answers the connector's start-up lookup of the mysql service
+	# itself (src/servent.c); the port of a configuration without one must
+	# still be 3306. An address of its own, so no other server's 3306 is met.
+	local addr=127.0.0.73
+	"$LR_TOOLS/lrproxy" --target "$LR_PORT" --bind "$addr" --listen 3306 \
+		--port-file "$BATS_TEST_TMPDIR/p.port" --control "$BATS_TEST_TMPDIR/ctl" >/dev/null 3>&- &
+	fake_pid=$!
+	lr_wait_for test -s "$BATS_TEST_TMPDIR/p.port"
+	conf_with "host=$addr"
+	sed -i '/^port *=/d' "$conf"
+	run "$LOCKRUN" -c "$conf" -x no-port -- sh -c 'echo "token $LOCKRUN_FENCE"'
+	assert_success
+	assert_output --regexp '^token [0-9]+$'
+}
+
 @test "hosts are tried in order: a dead first host falls through to the next" {
 	fake hang
 	printf '[database]\nhost = 127.0.0.1, localhost\nport = %s\nsocket = %s\nuser = root\nconnect_timeout = 1\n' \
