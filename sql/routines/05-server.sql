@@ -30,8 +30,12 @@ DELIMITER //
 -- its grant gets the id 0, which the routines refuse after the INSERT
 -- (its transaction is rolled back).
 -- p_what 1: p_replicating, how many replication channels apply another
--- server's transactions here. MariaDB: global status Slaves_running (the
--- connections whose SQL thread runs). MySQL: the channels of
+-- server's transactions here. MariaDB: status Slaves_running (the
+-- connections whose SQL thread runs), read from SESSION_STATUS: a
+-- global-only variable shows the same value there, and GLOBAL_STATUS
+-- would first add up every connection's counters under one server-wide
+-- mutex, a cost that grows with the connections (waiters included) and
+-- that every writing call paid. MySQL: the channels of
 -- performance_schema.replication_applier_status whose applier is ON,
 -- other than Group Replication's own (group_replication_applier,
 -- _recovery): a member of a single-primary group is no replica; its
@@ -66,7 +70,7 @@ DELIMITER //
 -- elsewhere, so that nothing is set or put back there), which is set to 3
 -- (lr_enter says why; lr_leave puts it back through lr_server_sync).
 -- MySQL has no Galera: 0 and NULL.
--- Cost: one read of global status or of performance_schema for 1, and
+-- Cost: one read of status or of performance_schema for 1, and
 -- on a group's member one more of performance_schema.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_state(
   IN p_what TINYINT, OUT p_replicating BIGINT, OUT p_in_trx TINYINT, OUT p_galera TINYINT,
@@ -77,7 +81,7 @@ BEGIN
   DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
   SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
   IF p_what & 1 THEN
-    SELECT VARIABLE_VALUE INTO p_replicating FROM information_schema.GLOBAL_STATUS
+    SELECT VARIABLE_VALUE INTO p_replicating FROM information_schema.SESSION_STATUS
      WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
     IF p_replicating = 0 AND CAST(@@global.read_only AS CHAR) NOT IN ('0', 'OFF') THEN
       SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
@@ -226,7 +230,7 @@ END//
 -- differently: p_sql, the statement that makes p_role the default role of
 -- p_grantee (MariaDB: FOR, MySQL: TO); p_owner_sql, a grant the definer
 -- needs besides its own database's (MySQL: reading the replication
--- channels of performance_schema, which MariaDB's global status shows to
+-- channels of performance_schema, which MariaDB's status shows to
 -- anyone; NULL when none); and p_api2, whether accounts of API 2 may exist
 -- here, which only lockrun on MariaDB made.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_grant(

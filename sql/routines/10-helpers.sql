@@ -24,7 +24,7 @@ DELIMITER //
 -- commit that) and starts its own even under autocommit = 0, so that no
 -- row lock of its outlives the CALL; and, as 16 alone asks too (`lockrunctl
 -- new-epoch`, through lr_epoch), it refuses to run on a server
--- that replicates from another (global status Slaves_running: the
+-- that replicates from another (status Slaves_running: the
 -- replication connections whose SQL thread runs), writable or not, with
 -- 1290 as a read-only server answers, so that lockrun tries its next host:
 -- one write of any kind there (a renewal, a release, a queue heartbeat)
@@ -51,7 +51,7 @@ DELIMITER //
 -- lr_server_state (05-server.sql). One routine for the rest, because each
 -- routine a connection calls is loaded and parsed on its first call (see
 -- doc/benchmarks.md). Cost: that CALL, one primary-key read with the ttl
--- check, and a read of global status (0.1 to 0.3 ms) for a writer.
+-- check, and a read of status (about 0.15 ms) for a writer.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_enter(
   IN p_proc VARCHAR(20), IN p_check TINYINT, IN p_request VARCHAR(4000), IN p_lease VARCHAR(4000),
   IN p_ttl_ms BIGINT, OUT p_sw BIGINT, OUT p_lwt BIGINT, OUT p_galera TINYINT)
