@@ -1,9 +1,11 @@
 /*
  * getservbyname() for the programs' own processes, ahead of libc's.
  *
- * May use: libc only. Linked into each program (not the core library), so
- * that the dynamic loader finds this definition first; it has no header:
- * <netdb.h> declares it.
+ * May use: nothing of lockrun's.
+ *
+ * Linked into each program (not the core library), so that the dynamic
+ * loader finds this definition first; it has no header: <netdb.h>
+ * declares it.
  *
  * Connector/C's start-up (its first mysql_init()) asks for the port of the
  * "mysql" service, to have a default for connections that name none. The
