@@ -17,9 +17,11 @@
 # holders costs, where a cold run's server time goes, a headline and three
 # rows of the targets table (server_targets, the first server's), from
 # data/srv.SERVER.* and data/srv.etcd*.
-# Uses bench/run's T, DB_NAME, DB_FIRST, DB_PID, DB_PORT, ETCD_PID, ETCDCTL,
-# LOCKRUN, N_SRV, N_SRV_WARM, SRV_IDLE_SECS, SERVERS, smoke, md, headline,
-# db_sql, db_label, servers_run, log and die.
+# Also, per server, the parse experiment (srv_parse): the same routine body
+# as a procedure and as a trigger, on new connections (bench/conns.c).
+# Uses bench/run's T, DB_NAME, DB_FIRST, DB_PID, DB_PORT, DB_VERSION,
+# ETCD_PID, ETCDCTL, LOCKRUN, CONNS, N_SRV, N_SRV_WARM, SRV_IDLE_SECS,
+# SERVERS, smoke, md, headline, db_sql, db_label, servers_run, log and die.
 # shellcheck disable=SC2154 # smoke and the DB_ variables are bench/run's
 
 # srv_ticks PID: CPU clock ticks (user + system) PID has used.
@@ -91,6 +93,69 @@ UPDATE locks SET owner = 'me', until = NOW(6) + INTERVAL 30 SECOND
  WHERE name = 'm' AND (owner IS NULL OR until < NOW(6)); COMMIT;"
 SRV_PLAIN_GIVE="UPDATE locks SET owner = NULL WHERE name = 'm' AND owner = 'me';"
 
+# srv_body: the text of a routine body of about 6.6 KiB (24 branches, each
+# a SELECT, an UPDATE and an INSERT) for srv_parse, over v_a and v_b.
+srv_body() {
+	local i
+	for ((i = 1; i <= 24; i++)); do
+		printf '  IF v_a = -%d THEN\n' "$i"
+		printf '    SET v_b = (SELECT COUNT(*) FROM xt WHERE x = v_a AND y > UTC_TIMESTAMP(6) - INTERVAL %d SECOND);\n' $((i + 4))
+		printf '    UPDATE xt SET y = UTC_TIMESTAMP(6), z = z + %d WHERE x = v_a AND z < %d;\n' $((i - 1)) $(((i - 1) * 7))
+		printf "    INSERT INTO xt2 (x, note) VALUES (v_a, CONCAT('block%d:', v_b));\n" $((i - 1))
+		printf '  END IF;\n'
+	done
+}
+
+# srv_parse F: what the same routine body costs a new connection as a
+# stored procedure and as a table's trigger, on the running server: the
+# server parses a procedure once per session that calls it, a trigger once
+# per table it opens into its table cache, which hands the table on from
+# connection to connection. Writes F.parse: server CPU ms per connection
+# for DO 1, the procedure with no branch taken and with one, the trigger
+# alike. The trigger is on a BLACKHOLE table (which keeps no rows; MariaDB
+# loads the engine's plugin first); MariaDB's INSERT returns the row as the
+# trigger left it (RETURNING), as lockrun's answer would come. As the
+# admin account over the socket, in a database of its own.
+srv_parse() {
+	local f=$1 n=$N_SRV ret="" q w a b t0 out=""
+	if [[ $DB_VERSION == *MariaDB* ]]; then
+		ret=" RETURNING a, b"
+		(($(lr_admin_sql "$T/db" "SELECT COUNT(*) FROM information_schema.ENGINES
+			WHERE ENGINE = 'BLACKHOLE' AND SUPPORT IN ('YES', 'DEFAULT')") > 0)) ||
+			lr_admin_sql "$T/db" "INSTALL SONAME 'ha_blackhole'"
+	fi
+	{
+		echo "CREATE DATABASE IF NOT EXISTS lrbench_parse; USE lrbench_parse;"
+		echo "CREATE TABLE IF NOT EXISTS xt (x INT PRIMARY KEY, y DATETIME(6), z INT) ENGINE=InnoDB;"
+		echo "CREATE TABLE IF NOT EXISTS xt2 (id INT AUTO_INCREMENT PRIMARY KEY, x INT, note VARCHAR(100)) ENGINE=InnoDB;"
+		echo "CREATE TABLE IF NOT EXISTS xcall (a INT, b INT) ENGINE=BLACKHOLE;"
+		echo "INSERT IGNORE INTO xt VALUES (-1, UTC_TIMESTAMP(6), 0);"
+		echo "DROP PROCEDURE IF EXISTS xproc; DROP TRIGGER IF EXISTS xtrg;"
+		echo "DELIMITER //"
+		printf 'CREATE PROCEDURE xproc(IN p_a INT)\nBEGIN\n  DECLARE v_a INT DEFAULT p_a;\n  DECLARE v_b INT DEFAULT 0;\n'
+		srv_body
+		printf '  SELECT v_b AS b;\nEND//\n'
+		printf 'CREATE TRIGGER xtrg BEFORE INSERT ON xcall FOR EACH ROW\nBEGIN\n  DECLARE v_a INT DEFAULT NEW.a;\n  DECLARE v_b INT DEFAULT 0;\n'
+		srv_body
+		printf '  SET NEW.b = v_b;\nEND//\n'
+		echo "DELIMITER ;"
+	} | lr_admin_sql "$T/db" - || die "server: the procedure and trigger of the parse experiment"
+	log "server: $n new connections for each statement of the parse experiment"
+	for q in "DO 1" "CALL xproc(5)" "CALL xproc(-1)" "INSERT INTO xcall (a) VALUES (5)$ret" \
+		"INSERT INTO xcall (a) VALUES (-1)$ret"; do
+		# One connection of each first, so that the table is in the cache.
+		"$CONNS" 1 "$T/db/mysqld.sock" "$(lr_admin_user)" lrbench_parse "$q" >/dev/null ||
+			die "server: '$q' failed"
+		t0=$(now_us)
+		a=$(srv_ticks "$DB_PID")
+		"$CONNS" "$n" "$T/db/mysqld.sock" "$(lr_admin_user)" lrbench_parse "$q" || die "server: '$q' failed"
+		b=$(srv_ticks "$DB_PID")
+		w=$(srv_ms $((b - a)) "$n" $(($(now_us) - t0)) "$SRV_IDLE")
+		out+="${out:+ }$w"
+	done
+	echo "$out" >"$f.parse"
+}
+
 section_server() {
 	local f=$T/data/srv.$DB_NAME i n=$N_SRV nw=$N_SRV_WARM ne=$((N_SRV / 5)) lease
 	SRV_SALT=$((RANDOM * 32768 + RANDOM))
@@ -157,6 +222,7 @@ section_server() {
 	# 10,000 holders at the default ttl (30 s) renew every 10 s: 1,000
 	# renewals a second, each as measured here on its warm connection.
 	awk -v r="$(<"$f.renew")" 'BEGIN { printf "%.1f\n", r * 1000 / 1000 * 100 }' >"$f.fleet"
+	srv_parse "$f"
 	echo "$n $nw $ne" >"$T/data/srv.sizes"
 }
 
@@ -211,6 +277,42 @@ srv_rest() {
 		BEGIN { if (a c b ~ /^[0-9.]+$/) printf "%.3f", a - b - c; else printf "-" }'
 }
 
+# srv_parse_fig SERVER K: field K (1-5) of SERVER's parse experiment, or "-".
+srv_parse_fig() {
+	local p=$T/data/srv.$1.parse
+	if [[ -s $p ]]; then awk -v k="$2" '{ print $k }' "$p"; else echo -; fi
+}
+
+# srv_parse_page: the parse experiment's table and how to read it.
+srv_parse_page() {
+	local s line rule="| --- |" k
+	local -a what=("\`DO 1\`" "\`CALL xproc(5)\`: a procedure of 6.6 KiB, no branch taken"
+		"\`CALL xproc(-1)\`: one branch taken (a \`SELECT\`, an \`UPDATE\`, an \`INSERT\`)"
+		"\`INSERT INTO xcall (a) VALUES (5)\`: the same body as a trigger, no branch taken"
+		"\`INSERT INTO xcall (a) VALUES (-1)\`: the trigger, one branch taken")
+	line="| one statement per new connection (admin account, unix socket) |"
+	for s in $(servers_run); do
+		line+=" $(db_label "$s"): server CPU ms |"
+		rule+=" ---: |"
+	done
+	md "### Parsed per session, or once" "" \
+		"The same routine body, as a stored procedure and as the \`BEFORE INSERT\` trigger of" \
+		"a \`BLACKHOLE\` table (which keeps no rows), each statement on $N_SRV new connections" \
+		"one after the other (bench/conns.c), the server's CPU per connection. On MariaDB the" \
+		"\`INSERT\` ends in \`RETURNING a, b\`, which answers with the row as the trigger left it." \
+		"" "$line" "$rule"
+	for k in 1 2 3 4 5; do
+		line="| ${what[k - 1]} |"
+		for s in $(servers_run); do line+=" $(srv_parse_fig "$s" "$k") |"; done
+		md "$line"
+	done
+	md "" "How to read: a server parses a procedure once per session that calls it, and a" \
+		"table's triggers when it opens the table into its table cache, which hands an open" \
+		"table on from one connection to the next; what the procedure costs beyond the trigger" \
+		"with no branch taken is that parse. The routines lockrun calls are procedures, parsed" \
+		"by every run's new session ([design: what a run costs the server](design/server-cost.md))." ""
+}
+
 # server_page: the section's part of the page, once every server ran.
 server_page() {
 	local n nw ne et first=${SERVERS[0]} lr pl pa pp re fleet s others=
@@ -246,6 +348,7 @@ server_page() {
 		"bare connect); loading and parsing the routines the run calls, which the server" \
 		"does once per connection, and opening their tables (cold run less warm pair less bare" \
 		"connect); executing acquire and release (the warm pair). In that order: $where." ""
+	srv_parse_page
 	md "How to read: the plain lock writes one row and checks nothing; a lockrun grant writes" \
 		"the resource row (its fence), the lock-log entry, its item and the hold, and the" \
 		"release ends them, inside stored procedures that check every argument and take every" \
