@@ -185,7 +185,7 @@ cont_hog() {
 hog_ticks() {
 	local p t=0
 	for p in "${HOG_PIDS[@]}"; do
-		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+		t=$((t + $(proc_ticks "$p")))
 	done
 	echo "$t"
 }
@@ -379,7 +379,6 @@ contention_targets() {
 	fi
 }
 
-
 # hog_left PERCENT GRANTS_PER_S: ms of CPU per grant in what a hog that
 # took PERCENT of the CPUs left, at GRANTS_PER_S.
 hog_left() {
@@ -390,12 +389,11 @@ hog_left() {
 # cont_hog_page LOOPS: how the CPUs were shared in the runs beside the hog
 # (data/cont.hog): the share the hog took while each contestant ran.
 cont_hog_page() {
-	local n=$1 s line='' per='' et eg first=${SERVERS[0]}
+	local n=$1 s h line='' per='' et eg first=${SERVERS[0]}
 	[[ -s $T/data/cont.hog ]] || return 0
 	et=$(awk '$2 == "et-hog" { print $3 }' "$T/data/cont.hog")
 	eg=$(cont_g "$first" et-hog "$n")
 	for s in $(servers_run); do
-		local h
 		h=$(awk -v s="$s" '$1 == s && $2 == "lr-hog" { print $3 }' "$T/data/cont.hog")
 		[[ -n $h ]] || continue
 		line+="${line:+, }$h% while lockrun ran on $(db_label "$s")"
