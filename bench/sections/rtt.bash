@@ -4,16 +4,19 @@
 #
 # Measures how the wall time of one uncontended `lockrun -x` and
 # `etcdctl lock` grows with the network's round-trip time: the slope is the
-# number of sequential round trips a run makes.
-# How: two lrproxy instances (tests/tools/lrproxy) in front of MariaDB and
-# etcd hold every chunk DELAYS ms each way; the real RTT is measured through
-# the proxy (rtt_probe); N_RTT runs per tool and delay, median; a least-
-# squares fit of median wall time on measured RTT.
-# To the page: the table per delay, the table of slopes and intercepts, a
-# headline, the plot bench-rtt.png (rtt_plot) and two rows of the targets
-# table (rtt_targets), from data/rtt.dat and data/rtt.slopes.
-# Uses bench/run's T, DB_PORT, ETCD_PORT, LOCKRUN, LRPROXY, DELAYS, N_RTT,
-# N_PROBE, BG_PIDS, md, headline, log and die.
+# number of sequential round trips a run makes. Runs once per server of
+# SERVERS; etcdctl runs beside lockrun on each, so that every ratio is of
+# one stretch of time on one machine.
+# How: two lrproxy instances (tests/tools/lrproxy) in front of the database
+# server and etcd hold every chunk DELAYS ms each way; the real RTT is
+# measured through the proxy (rtt_probe); N_RTT runs per tool and delay,
+# median; a least-squares fit of median wall time on measured RTT.
+# Each run writes data/rtt.SERVER.dat, .slopes and .turns; rtt_page, once
+# all servers ran, writes the tables per server, the table of slopes and
+# intercepts and a headline; rtt_plot draws bench-rtt.png and rtt_targets
+# gives rows of the targets table, from the same files.
+# Uses bench/run's T, DB_NAME, DB_PORT, ETCD_PORT, LOCKRUN, LRPROXY, DELAYS,
+# N_RTT, N_PROBE, BG_PIDS, servers_run, db_label, md, headline, log and die.
 
 # proxy_start NAME TARGET_PORT: an lrproxy in front of TARGET_PORT; its port
 # is in PROXY_PORT, its control FIFO is $T/NAME.fifo. Not to be called in
@@ -82,116 +85,154 @@ rtt_probe() {
 }
 
 section_rtt() {
-	local db_px etcd_px d i rtt0 rtt lr et
-	proxy_start pxdb "$DB_PORT"
+	local db_px etcd_px d i rtt0 rtt lr et f=$T/data/rtt.$DB_NAME
+	proxy_start "pxdb.$DB_NAME" "$DB_PORT"
 	db_px=$PROXY_PORT
-	proxy_start pxetcd "$ETCD_PORT"
+	proxy_start "pxetcd.$DB_NAME" "$ETCD_PORT"
 	etcd_px=$PROXY_PORT
 	sed "s/^port = .*/port = $db_px/" "$T/db/lockrun.conf" >"$T/proxy.conf"
 	local -a lr_cmd=("$LOCKRUN" -c "$T/proxy.conf" -x rtt-mx -- true)
 	local -a et_cmd=(etcdctl --endpoints="127.0.0.1:$etcd_px" lock rtt-mx -- true)
-	: >"$T/data/rtt.dat"
-	rtt_turns pxdb "${lr_cmd[@]}" >"$T/data/rtt.turns"
+	: >"$f.dat"
+	# Also the first login of the account on this server: MySQL's
+	# caching_sha2_password then lets rtt_probe's client in without a key.
+	rtt_turns "pxdb.$DB_NAME" "${lr_cmd[@]}" >"$f.turns"
 	rtt0=
 	for d in "${DELAYS[@]}"; do
-		proxy_cmd pxdb "delay $d"
-		proxy_cmd pxetcd "delay $d"
+		proxy_cmd "pxdb.$DB_NAME" "delay $d"
+		proxy_cmd "pxetcd.$DB_NAME" "delay $d"
 		rtt=$(rtt_probe "$db_px")
 		# The probe's own server time is not network: count from delay 0.
 		rtt0=${rtt0:-$rtt}
 		rtt=$((rtt - rtt0 < 0 ? 0 : rtt - rtt0))
-		: >"$T/data/rtt.lr.$d"
-		: >"$T/data/rtt.et.$d"
+		: >"$f.lr.$d"
+		: >"$f.et.$d"
 		timed "${lr_cmd[@]}" || true
 		timed "${et_cmd[@]}" || true
 		for ((i = 0; i < N_RTT; i++)); do
-			timed "${lr_cmd[@]}" && echo "$WALL_US" >>"$T/data/rtt.lr.$d"
-			timed "${et_cmd[@]}" && echo "$WALL_US" >>"$T/data/rtt.et.$d"
+			timed "${lr_cmd[@]}" && echo "$WALL_US" >>"$f.lr.$d"
+			timed "${et_cmd[@]}" && echo "$WALL_US" >>"$f.et.$d"
 		done
-		lr=$(pct "$T/data/rtt.lr.$d" 50)
-		et=$(pct "$T/data/rtt.et.$d" 50)
-		echo "$d $rtt $lr $et $(wc -l <"$T/data/rtt.lr.$d") $(wc -l <"$T/data/rtt.et.$d")" >>"$T/data/rtt.dat"
-		log "rtt: delay $d ms: measured RTT $(fmt_ms "$rtt") ms, lockrun $(fmt_ms "$lr") ms, etcdctl $(fmt_ms "$et") ms"
+		lr=$(pct "$f.lr.$d" 50)
+		et=$(pct "$f.et.$d" 50)
+		echo "$d $rtt $lr $et $(wc -l <"$f.lr.$d") $(wc -l <"$f.et.$d")" >>"$f.dat"
+		log "rtt on $DB_NAME: delay $d ms: measured RTT $(fmt_ms "$rtt") ms, lockrun $(fmt_ms "$lr") ms, etcdctl $(fmt_ms "$et") ms"
 	done
-	proxy_cmd pxdb reset
-	proxy_cmd pxetcd reset
-
-	md "## Wall time against round-trip time" ""
-	md "| lrproxy delay | nominal RTT ms | measured RTT ms | lockrun median ms | etcdctl median ms | lockrun ÷ etcdctl | lockrun ok/runs | etcdctl ok/runs |" \
-		"| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-	# shellcheck disable=SC2034 # d is the loop's first column
-	while read -r d rtt lr et nlr net; do
-		md "| $d | $(awk -v d="$d" 'BEGIN { print 2 * d }') | $(fmt_ms "$rtt") | $(fmt_ms "$lr") | $(fmt_ms "$et") | $(ratio "$lr" "$et") | $nlr/$N_RTT | $net/$N_RTT |"
-	done <"$T/data/rtt.dat"
+	proxy_cmd "pxdb.$DB_NAME" reset
+	proxy_cmd "pxetcd.$DB_NAME" reset
 	# Least squares of median wall time on measured RTT: the slope is the
-	# number of sequential round trips, the intercept the cost at RTT 0.
-	awk -v slopes="$T/data/rtt.slopes" '
+	# number of sequential round trips, the intercept (ms) the cost at RTT 0.
+	# data/rtt.SERVER.slopes: "LOCKRUN_SLOPE ETCDCTL_SLOPE LOCKRUN_MS ETCDCTL_MS".
+	awk '
 		{ x[NR] = $2; a[NR] = $3; b[NR] = $4 }
-		function fit(y, name,   i, sx, sy, sxx, sxy, n, s) {
+		function fit(y, k,   i, sx, sy, sxx, sxy, n, s) {
 			n = NR
 			for (i = 1; i <= n; i++) { sx += x[i]; sy += y[i]; sxx += x[i] * x[i]; sxy += x[i] * y[i] }
-			if (n * sxx - sx * sx == 0) { printf "| %s | - | - |\n", name; printf "- " > slopes; return }
+			if (n * sxx - sx * sx == 0) { slope[k] = "-"; icpt[k] = "-"; return }
 			s = (n * sxy - sx * sy) / (n * sxx - sx * sx)
-			printf "| %s | %.1f | %.2f |\n", name, s, (sy - s * sx) / n / 1000
-			printf "%.1f ", s > slopes
+			slope[k] = sprintf("%.1f", s)
+			icpt[k] = sprintf("%.2f", (sy - s * sx) / n / 1000)
 		}
 		END {
-			print ""
-			print "| tool | round trips (slope) | intercept ms |"
-			print "| --- | ---: | ---: |"
-			fit(a, "lockrun -x")
-			fit(b, "etcdctl lock")
-			printf "\n" > slopes
-		}' "$T/data/rtt.dat" | md
-	local s_lr s_et turns
-	read -r s_lr s_et <"$T/data/rtt.slopes"
-	turns=$(<"$T/data/rtt.turns")
-	read -r d rtt lr et _ < <(tail -n 1 "$T/data/rtt.dat")
-	md "" "Counted exactly (lrproxy \`turns\`: the commands a client sends after an answer, the" \
-		"login and the goodbye left out): lockrun ${turns:--} after its login." ""
-	headline "Round trips per uncontended run (slope of wall time against RTT): lockrun $s_lr," \
-		"etcdctl $s_et; counted, lockrun's login and then ${turns:--}." \
-		"At a measured RTT of $(fmt_ms "$rtt") ms: lockrun $(fmt_ms "$lr") ms," \
-		"etcdctl $(fmt_ms "$et") ms."
-	md "" "![wall time against RTT](bench-rtt.png)" ""
-	md "How measured: two lrproxy instances (tests/tools/lrproxy) relay to MariaDB and to etcd;" \
-		"\`delay D\` holds every chunk D ms in each direction, so the nominal RTT is 2·D." \
-		"The real RTT is measured, and it is what the fit uses: the time of 51 \`DO 1\` statements" \
-		"on one \`mariadb\` client connection through the proxy, less the time of 1, divided by" \
-		"50, taken relative to delay 0 (median of $N_PROBE)." \
+			fit(a, "lr"); fit(b, "et")
+			print slope["lr"], slope["et"], icpt["lr"], icpt["et"]
+		}' "$f.dat" >"$f.slopes"
+}
+
+# rtt_servers: the servers the section ran on, in SERVERS order.
+rtt_servers() {
+	local s
+	for s in $(servers_run); do
+		[[ -s $T/data/rtt.$s.dat ]] && echo "$s"
+	done
+	return 0
+}
+
+# rtt_page: the section's part of the page, once every server ran: a table
+# per server, the slopes and intercepts of all, a headline.
+rtt_page() {
+	local s d rtt lr et nlr net s_lr s_et i_lr i_et turns head='' at=''
+	md "## Wall time against round-trip time" ""
+	for s in $(rtt_servers); do
+		md "### $(db_label "$s")" "" \
+			"| lrproxy delay | nominal RTT ms | measured RTT ms | lockrun median ms | etcdctl median ms | lockrun ÷ etcdctl | lockrun ok/runs | etcdctl ok/runs |" \
+			"| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+		while read -r d rtt lr et nlr net; do
+			md "| $d | $(awk -v d="$d" 'BEGIN { print 2 * d }') | $(fmt_ms "$rtt") | $(fmt_ms "$lr") | $(fmt_ms "$et") | $(ratio "$lr" "$et") | $nlr/$N_RTT | $net/$N_RTT |"
+		done <"$T/data/rtt.$s.dat"
+		md ""
+	done
+	md "| server | tool | round trips (slope) | intercept ms | counted after the login |" \
+		"| --- | --- | ---: | ---: | ---: |"
+	for s in $(rtt_servers); do
+		read -r s_lr s_et i_lr i_et <"$T/data/rtt.$s.slopes"
+		turns=$(<"$T/data/rtt.$s.turns")
+		md "| $(db_label "$s") | lockrun -x | $s_lr | $i_lr | ${turns:--} |" \
+			"| $(db_label "$s") | etcdctl lock (beside it) | $s_et | $i_et | |"
+		read -r _ rtt lr et _ < <(tail -n 1 "$T/data/rtt.$s.dat")
+		head+="${head:+; }$(db_label "$s") $s_lr (etcdctl $s_et)"
+		at+="${at:+; }$(db_label "$s") $(fmt_ms "$lr") ms against etcdctl's $(fmt_ms "$et") ms at $(fmt_ms "$rtt") ms"
+	done
+	md ""
+	headline "Round trips per uncontended run (slope of wall time against RTT): $head." \
+		"At the largest RTT: $at."
+	md "![wall time against RTT](bench-rtt.png)" ""
+	md "How measured: on each server in turn, two lrproxy instances (tests/tools/lrproxy) relay to" \
+		"the server and to etcd; \`delay D\` holds every chunk D ms in each direction, so the nominal" \
+		"RTT is 2·D. The real RTT is measured, and it is what the fit uses: the time of 51 \`DO 1\`" \
+		"statements on one \`mariadb\` client connection through the proxy, less the time of 1," \
+		"divided by 50, taken relative to delay 0 (median of $N_PROBE)." \
 		"lockrun runs \`-x rtt-mx -- true\` with a config whose port is the proxy's; etcdctl runs" \
-		"\`lock rtt-mx -- true\` with the proxy as its endpoint. $N_RTT runs per tool and delay, median." \
-		"How to read: the slope of median wall time against RTT (least squares) is the number of" \
-		"sequential round trips one run makes, handshake included; the intercept is its cost without" \
-		"network delay." ""
+		"\`lock rtt-mx -- true\` with the proxy as its endpoint, in turn with lockrun. $N_RTT runs" \
+		"per tool and delay, median. How to read: the slope of median wall time against RTT (least" \
+		"squares) is the number of sequential round trips one run makes, handshake included; the" \
+		"intercept is its cost without network delay. Counted exactly (lrproxy \`turns\`: the" \
+		"commands a client sends after an answer, the login and the goodbye left out): the round" \
+		"trips lockrun waits out after its login." ""
 }
 
 # rtt_plot DIR: the gnuplot commands for bench-rtt.png in DIR, if the
-# section has data (bench/run's plot_all draws every plot at once).
+# section has data (bench/run's plot_all draws every plot at once): lockrun
+# on each server, etcdctl beside the first.
 rtt_plot() {
-	local out=$1
-	[[ -s $T/data/rtt.dat ]] || return 0
+	local out=$1 s first='' sep=''
+	for s in $(rtt_servers); do
+		first=${first:-$s}
+	done
+	[[ -n $first ]] || return 0
 	echo "set output '$out/bench-rtt.png'"
 	echo "set title 'Wall time of one uncontended run against round-trip time'"
 	echo "set xlabel 'measured RTT (ms)'; set ylabel 'median wall time (ms)'; set yrange [0:*]"
-	echo "plot '$T/data/rtt.dat' using (\$2/1000):(\$3/1000) with linespoints title 'lockrun -x', \\"
-	echo "     '' using (\$2/1000):(\$4/1000) with linespoints title 'etcdctl lock'"
+	printf 'plot '
+	for s in $(rtt_servers); do
+		printf "%s'%s' using (\$2/1000):(\$3/1000) with linespoints title 'lockrun -x, %s'" \
+			"$sep" "$T/data/rtt.$s.dat" "$(db_label "$s")"
+		sep=$', \\\n     '
+	done
+	printf "%s'%s' using (\$2/1000):(\$4/1000) with linespoints title 'etcdctl lock (beside %s)'\n" \
+		"$sep" "$T/data/rtt.$first.dat" "$(db_label "$first")"
 	echo "set yrange [*:*]"
 }
 
-# rtt_targets: the section's rows of the targets table.
+# rtt_targets: the section's rows of the targets table, per server.
 rtt_targets() {
-	local f=$T/data a v n lr et
-	if [[ -s $f/rtt.slopes ]]; then
-		read -r a _ <"$f/rtt.slopes"
-		target "round trips per uncontended run (slope)" "≤ 4.0" "$a" "$(calc "$a <= 4.0")"
-		v=$(awk '$3 >= $4 { bad++ } END { print bad ? 0 : 1 }' "$f/rtt.dat")
-		n=$(awk '{ printf "%s%.1f/%.1f", (NR > 1 ? ", " : ""), $3 / 1000, $4 / 1000 }' "$f/rtt.dat")
-		target "faster than \`etcdctl lock\` at every RTT" "lockrun < etcdctl" "lockrun/etcdctl: $n ms" "$v"
-		read -r _ _ lr et _ < <(tail -n 1 "$f/rtt.dat")
-		target "at the largest RTT, \`etcdctl lock\` ÷ lockrun" "≥ 1.3" "$(calc "int(100 * $et / $lr + 0.5) / 100")" \
+	local f s a v n lr et on any=0
+	for s in $(rtt_servers); do
+		any=1
+		f=$T/data/rtt.$s
+		on=", $(db_label "$s")"
+		read -r a _ <"$f.slopes"
+		if [[ $a == - ]]; then
+			target "round trips per uncontended run (slope)$on" "≤ 4.0" - ""
+		else
+			target "round trips per uncontended run (slope)$on" "≤ 4.0" "$a" "$(calc "$a <= 4.0")"
+		fi
+		v=$(awk '$3 >= $4 { bad++ } END { print bad ? 0 : 1 }' "$f.dat")
+		n=$(awk '{ printf "%s%.1f/%.1f", (NR > 1 ? ", " : ""), $3 / 1000, $4 / 1000 }' "$f.dat")
+		target "faster than \`etcdctl lock\` at every RTT$on" "lockrun < etcdctl" "lockrun/etcdctl: $n ms" "$v"
+		read -r _ _ lr et _ < <(tail -n 1 "$f.dat")
+		target "at the largest RTT, \`etcdctl lock\` ÷ lockrun$on" "≥ 1.3" "$(calc "int(100 * $et / $lr + 0.5) / 100")" \
 			"$(calc "$et >= 1.3 * $lr")"
-	else
-		target "round trips per uncontended run (slope)" "≤ 4.0" - ""
-	fi
+	done
+	((any)) || target "round trips per uncontended run (slope)" "≤ 4.0" - ""
 }
