@@ -853,6 +853,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	memset(&r, 0, sizeof(r));
+	/* Before any disposition changes: what the command is to inherit. */
+	lr_sup_note_ignored();
 	/* A write to a dead database socket must be an error, not a death. */
 	signal(SIGPIPE, SIG_IGN);
 	lr_log_init("lockrun", LR_LOG_NORMAL);

@@ -21,6 +21,32 @@ extern char **environ;
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 #define NFORWARDED (sizeof(forwarded) / sizeof(forwarded[0]))
 
+/* The signals ignored when lockrun started (lr_sup_note_ignored): written
+ * once, before any other thread or child exists; read by the vforked
+ * child too. */
+static sigset_t caller_ignored;
+
+/*
+ * What nohup(1) does (SIGHUP), and a shell for a command it runs in the
+ * background (SIGINT, SIGQUIT), is an ignored signal, which exec keeps:
+ * the command is meant to live through it. So a signal ignored when
+ * lockrun started stays ignored, as a POSIX shell keeps the signals
+ * ignored on its entry: lockrun does not catch it (it neither forwards it
+ * nor gives up a wait for it), and the child starts with it ignored.
+ * Every other signal starts at its default action in the child, whatever
+ * lockrun or its libraries did with it (SIGPIPE, ignored here). Called
+ * first in main; costs one sigaction per signal.
+ */
+void lr_sup_note_ignored(void)
+{
+	struct sigaction sa;
+
+	sigemptyset(&caller_ignored);
+	for (int s = 1; s < NSIG; s++)
+		if (sigaction(s, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+			sigaddset(&caller_ignored, s);
+}
+
 struct lr_sup {
 	uv_loop_t *loop;
 	lr_sup_signal_fn on_signal;
@@ -174,6 +200,11 @@ lr_sup *lr_sup_create(uv_loop_t *loop, lr_sup_signal_fn on_signal, void *arg)
 	sup->arg = arg;
 	sup->init = getpid() == 1;
 	for (i = 0; i < NFORWARDED; i++) {
+		if (sigismember(&caller_ignored, forwarded[i]) == 1) {
+			lr_log_debug("signal %d was ignored when lockrun started: it stays ignored",
+			             forwarded[i]);
+			continue;
+		}
 		sup->sigs[i] = malloc(sizeof(uv_signal_t));
 		if (!sup->sigs[i])
 			goto fail;
@@ -295,16 +326,18 @@ struct child {
 
 /* Runs in the vforked child, on our stack and memory until it execs:
  * async-signal-safe calls only, and nothing written but c->err. Signal
- * dispositions are its own (vfork does not share them), so resetting
- * them leaves ours alone. */
+ * dispositions are its own (vfork does not share them), so setting them
+ * leaves ours alone: each as lockrun found it (lr_sup_note_ignored), and
+ * before the mask is restored, so that no handler of ours runs here. */
 static void child_exec(struct child *c)
 {
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (int s = 1; s < NSIG; s++)
+	for (int s = 1; s < NSIG; s++) {
+		sa.sa_handler = sigismember(&caller_ignored, s) == 1 ? SIG_IGN : SIG_DFL;
 		sigaction(s, &sa, NULL);
+	}
 	setpgid(0, 0);
 	/* If lockrun dies, even by SIGKILL, the child must not run on unlocked. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);

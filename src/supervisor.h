@@ -1,8 +1,9 @@
 /*
  * The child: spawning it in its own process group with the lock's
- * environment, forwarding signals to that group, reaping it (and, as PID
- * 1, the orphans reparented to us), and stopping it (SIGTERM, then SIGKILL
- * after a grace period). No SQL here.
+ * environment and the signal dispositions lockrun was started with,
+ * forwarding signals to that group, reaping it (and, as PID 1, the
+ * orphans reparented to us), and stopping it (SIGTERM, then SIGKILL after
+ * a grace period). No SQL here.
  *
  * May use: btimer, exitcodes, log.
  */
@@ -25,6 +26,11 @@ struct lr_sup_status {
 	bool signaled; /* killed by signal */
 	int signo;
 };
+
+/* Notes the signals lockrun's caller left ignored: they stay ignored in
+ * lockrun (not forwarded) and in the child. To be called first in main,
+ * before lockrun or a library changes a disposition. */
+void lr_sup_note_ignored(void);
 
 lr_sup *lr_sup_create(uv_loop_t *loop, lr_sup_signal_fn on_signal, void *arg);
 void lr_sup_destroy(lr_sup *sup);

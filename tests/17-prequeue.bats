@@ -226,7 +226,10 @@ head_settled() {
 	lr_wait_for head_settled pqsig
 	local sig p rc t0 ms
 	for sig in TERM INT; do
-		"$LOCKRUN" -c "$conf" -v -w 60 -x pqsig -- touch "$BATS_TEST_TMPDIR/ran" \
+		# Every signal at its default, as for a terminal's foreground job:
+		# the shell starts a background one with SIGINT ignored, and
+		# lockrun keeps it so (10-signals.bats).
+		env --default-signal "$LOCKRUN" -c "$conf" -v -w 60 -x pqsig -- touch "$BATS_TEST_TMPDIR/ran" \
 			2>"$BATS_TEST_TMPDIR/err.$sig" 3>&- &
 		p=$!
 		sleep 1
