@@ -179,7 +179,7 @@ for f in json.load(sys.stdin)["checks"]:
 	lr_wait_for grep -qx "ok delay 1" "$fifo.log"
 	conf_with "host=db.lockrun.test" "port=$(<"$BATS_TEST_TMPDIR/proxy.port")" \
 		"ssl_ca=$TS/tls/ca.pem" "ssl_verify_server_cert=true"
-	named "$LOCKRUN" -v -c "$conf" --ttl 3 --kill-after 0.5 -s tls37 -- sh -c 'sleep 4; echo done' \
+	named "$LOCKRUN" -vv -c "$conf" --ttl 3 --kill-after 0.5 -s tls37 -- sh -c 'sleep 4; echo done' \
 		>"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
 	local pid=$! id rc=0
 	sleep 1
@@ -190,7 +190,11 @@ for f in json.load(sys.stdin)["checks"]:
 	run cat "$BATS_TEST_TMPDIR/out"
 	assert_equal "$rc" 0
 	assert_line done
-	assert_output --partial "cannot renew the lease"
+	# Renewed on a new connection. Whether a renewal failed first depends
+	# on where the KILL found the connection: in a call, or idle (lockrun
+	# then sees it go and reconnects before its next call).
+	[[ $(grep -c "connected to db.lockrun.test:" "$BATS_TEST_TMPDIR/out") -ge 2 ]] ||
+		fail "no second connection: $(cat "$BATS_TEST_TMPDIR/out")"
 }
 
 @test "a waiter's second connection, its doorbell, verifies the name too" {
