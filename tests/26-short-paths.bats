@@ -5,11 +5,11 @@
 # no fail-over; the common enqueue: the same, but busy, and the request
 # not queued yet; the common release: one hold, nobody queued) and the
 # general way they hand everything else to. Which way a call took is seen
-# from the caller's session: the short release calls three routines
-# (lr_enter, the server seam's lr_server_state in it, lr_leave), the short
-# acquire one more (lr_server_me, the server's name), the short enqueue
-# three more than that (lr_enqueue, lr_wait_lock and its lr_lock_name), so
-# the CALL statements of the session (Com_call_procedure) grow by 4, 5 and
+# from the caller's session: the short release calls two routines
+# (lr_enter, the server seam's lr_server_state in it), the short acquire
+# the seam once more (the server's name), the short enqueue four more than
+# that (lr_enqueue, its lr_leave, lr_wait_lock and its lr_lock_name), so
+# the CALL statements of the session (Com_call_procedure) grow by 3, 4 and
 # 8; the general way calls more. Every case also checks what was
 # decided and written, as the admin reads the rows. Resource names start
 # with sp- (the server is shared with the other files).
@@ -92,10 +92,10 @@ prime() {
 	run take mutex:sp-m "$l1"
 	assert_output --regexp '^granted ([6-9]|[1-9][0-9])$'
 	run give "$l1"
-	assert_output "1 4"
+	assert_output "1 3"
 	# Now it exists and is free: the short way.
 	run take mutex:sp-m "$l2"
-	assert_output "granted 5"
+	assert_output "granted 4"
 	# Two items: the general way, which writes the same columns.
 	run take mutex:sp-m2,mutex:sp-m3 "$l3"
 	assert_output --regexp '^granted ([6-9]|[1-9][0-9])$'
@@ -109,7 +109,7 @@ prime() {
 		JOIN lr_grant_items i ON i.grant_id = g.id AND i.resource = h.resource
 		JOIN lr_resources r ON r.name = h.resource WHERE g.request_id = '$l2'")" "1 2 mutex 2 30 1 2"
 	run give "$l2"
-	assert_output "1 4"
+	assert_output "1 3"
 	assert_equal "$(sql "SELECT CONCAT(end_reason, ' ', exit_status, ' ', ended_at IS NOT NULL)
 		FROM lr_grants WHERE request_id = '$l2'")" "exited 0 1"
 	assert_equal "$(sql "SELECT used FROM lr_resources WHERE name = 'sp-m'")" 0
@@ -134,7 +134,7 @@ prime() {
 	# First use of each row goes the general way; from then on the short one.
 	prime write:sp-rw
 	run take write:sp-rw "$w"
-	assert_output "granted 5"
+	assert_output "granted 4"
 	assert_equal "$(sql "SELECT CONCAT(permits, ' ', used) FROM lr_holds h JOIN lr_resources r
 		ON r.name = h.resource WHERE h.resource = 'sp-rw'")" "2147483647 2147483647"
 	# A reader behind the writer is busy (the general way says why).
@@ -142,12 +142,12 @@ prime() {
 	assert_output --regexp '^busy '
 	give "$w" >/dev/null
 	run take read:sp-rw "$r"
-	assert_output "granted 5"
+	assert_output "granted 4"
 	give "$r" >/dev/null
 	# A key: its row is id:KEY, the lock log keeps the key.
 	prime key:sp-k
 	run take key:sp-k "$k1"
-	assert_output "granted 5"
+	assert_output "granted 4"
 	assert_equal "$(sql "SELECT CONCAT(h.resource, ' ', g.idem_key) FROM lr_grants g
 		JOIN lr_holds h ON h.grant_id = g.id WHERE g.request_id = '$k1'")" "id:sp-k sp-k"
 	run take key:sp-k "$k2"
@@ -156,11 +156,11 @@ prime() {
 	# A semaphore of 3: 2 permits, then 2 more do not fit.
 	ctl set sp-sem 3
 	run take semaphore:sp-sem:2 "$s1"
-	assert_output "granted 5"
+	assert_output "granted 4"
 	run take semaphore:sp-sem:2 "$s2"
 	assert_output --regexp '^busy '
 	run take semaphore:sp-sem:1 "$s3"
-	assert_output "granted 5"
+	assert_output "granted 4"
 	assert_equal "$(sql "SELECT used FROM lr_resources WHERE name = 'sp-sem'")" 3
 	give "$s1" >/dev/null
 	give "$s3" >/dev/null
@@ -192,7 +192,7 @@ prime() {
 	h=$(newid) q=$(newid)
 	prime mutex:sp-q
 	run take mutex:sp-q "$h"
-	assert_output "granted 5"
+	assert_output "granted 4"
 	# A waiter with a lease (enqueue = 1): the release hands the lock to it.
 	run app "CALL lockrun_acquire('mutex:sp-q', '$(newid)', '$q', 30000, 1, 'h', 1, 'u', 'c')"
 	assert_output --partial queued
@@ -229,7 +229,7 @@ prime() {
 	sql "SELECT fence_floor FROM lr_epoch WHERE id = 1" >"$BATS_TEST_TMPDIR/floor"
 	sql "UPDATE lr_epoch SET fence_floor = GREATEST(fence_floor, 5000000) WHERE id = 1"
 	run take mutex:sp-epoch "$l2"
-	assert_output "granted 5"
+	assert_output "granted 4"
 	assert_equal "$(sql "SELECT h.fence > 5000000 FROM lr_holds h JOIN lr_grants g ON g.id = h.grant_id
 		WHERE g.request_id = '$l2'")" 1
 	assert_equal "$(sql "SELECT fence FROM lr_resources WHERE name = 'sp-epoch'")" \

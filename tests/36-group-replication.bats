@@ -2,7 +2,7 @@
 #
 # MySQL Group Replication on one member (doc/production.md, MySQL): a
 # member of a single-primary group is a server lockrun locks on, named by
-# its group (lr_server_me, sql/routines/05-server.sql), and `lockrunctl
+# its group (lr_server_state, sql/routines/05-server.sql), and `lockrunctl
 # init` installs there; --named is refused (GET_LOCK is local to a
 # member); a group in multi-primary mode is refused, saying why, with
 # nothing written: lockrun exits 69 with one line, the routines answer

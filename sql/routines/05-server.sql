@@ -70,16 +70,50 @@ DELIMITER //
 -- elsewhere, so that nothing is set or put back there), which is set to 3
 -- (lr_enter says why; lr_leave puts it back through lr_server_sync).
 -- MySQL has no Galera: 0 and NULL.
+-- p_what 8: p_me, the name of the server that writes the tables (lr_epoch
+-- says why and what changes it), and p_was, the form it had before the
+-- replication position was part of it (NULL where there was none); and
+-- p_galera. MariaDB: 'galera:' and the cluster's name on a Galera node,
+-- else 'server:' with the server_id, host name, port and @@gtid_slave_pos
+-- (hashed when long). MySQL: 'server:' with the server_uuid (unique per
+-- data directory, where MySQL's server_id defaults to 1 everywhere), host
+-- name, port and the transactions of other servers that this one applied
+-- (its GTID set without its own, hashed when long): that set changes
+-- whenever it applies another writer's transactions as a replica, as
+-- MariaDB's position does. A member of a Group Replication group (its
+-- group_replication_applier channel ON) is named by its group instead:
+-- 'group:' and group_replication_group_name, the source of every GTID of
+-- the group, so that the position would change with each of its
+-- transactions. At a change of primary, a new primary at
+-- BEFORE_ON_PRIMARY_FAILOVER or stronger (BEFORE, AFTER and
+-- BEFORE_AND_AFTER include it) applies every transaction the group
+-- certified before it answers a read or a write: it is the same server to
+-- lockrun, as a Galera cluster's next node is, and no epoch starts. At
+-- EVENTUAL a new primary answers reads before it has applied them, as a
+-- promoted replica may lack its primary's last commits, so the member's
+-- server_uuid is part of the name there, and each change of primary is a
+-- fail-over (an epoch, its quarantine and its floor). The level is the
+-- group's GLOBAL one, which every session on a member agrees on. A server
+-- that left its group is 'server:' again (another name: a new epoch).
+-- Asked alone (8, by the short acquire and lr_epoch after their lr_enter),
+-- the session is not reset again. The name was a routine of its own
+-- (lr_server_me) until each cold run's load of it was measured: about
+-- 0.15 ms of server CPU on MySQL 9.7, where this one is loaded already.
 -- Cost: one read of status or of performance_schema for 1, and
--- on a group's member one more of performance_schema.
+-- on a group's member one more of performance_schema; for 8, none on a
+-- server that applied no other server's transactions, otherwise one read
+-- of performance_schema (MySQL).
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_state(
   IN p_what TINYINT, OUT p_replicating BIGINT, OUT p_in_trx TINYINT, OUT p_galera TINYINT,
-  OUT p_sw BIGINT)
+  OUT p_sw BIGINT, OUT p_me VARCHAR(255) CHARACTER SET ascii,
+  OUT p_was VARCHAR(255) CHARACTER SET ascii)
   READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   /*M!
   DECLARE CONTINUE HANDLER FOR 1193 SET p_sw = NULL, p_galera = 0;
-  SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
+  IF p_what & 7 THEN
+    SET SESSION timestamp = DEFAULT, SESSION insert_id = 0;
+  END IF;
   IF p_what & 1 THEN
     SELECT VARIABLE_VALUE INTO p_replicating FROM information_schema.SESSION_STATUS
      WHERE VARIABLE_NAME = 'SLAVES_RUNNING';
@@ -91,20 +125,35 @@ BEGIN
   IF p_what & 2 THEN
     SET p_in_trx = @@in_transaction;
   END IF;
-  IF p_what & 4 THEN
+  IF p_what & 12 THEN
     SET p_galera = IF(@@wsrep_on, 1, 0);
+  END IF;
+  IF p_what & 4 THEN
     SET p_sw = IF(p_galera, @@session.wsrep_sync_wait, NULL);
     IF p_sw IS NOT NULL THEN
       SET SESSION wsrep_sync_wait = 3;
     END IF;
   END IF;
+  IF p_what & 8 THEN
+    IF p_galera THEN
+      SET p_me = LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255), p_was = NULL;
+    ELSE
+      SET p_me = CONCAT('server:', @@server_id, ':', LEFT(@@hostname, 100), ':', @@port, ':',
+                        IF(LENGTH(@@gtid_slave_pos) > 100, MD5(@@gtid_slave_pos), @@gtid_slave_pos)),
+          p_was = LEFT(CONCAT('server:', @@server_id, ':', @@hostname, ':', @@port), 255);
+    END IF;
+  END IF;
   */
   /*!80000
   DECLARE v_group BIGINT;
-  SET SESSION timestamp = DEFAULT;
-  IF @@session.insert_id <> 0 THEN
-    SIGNAL SQLSTATE '45000' SET
-      MESSAGE_TEXT = 'lockrun: this session set insert_id, which would choose a grant''s id: call lockrun without it';
+  DECLARE v_pos TEXT;
+  DECLARE v_name, v_level VARCHAR(100) CHARACTER SET ascii;
+  IF p_what & 7 THEN
+    SET SESSION timestamp = DEFAULT;
+    IF @@session.insert_id <> 0 THEN
+      SIGNAL SQLSTATE '45000' SET
+        MESSAGE_TEXT = 'lockrun: this session set insert_id, which would choose a grant''s id: call lockrun without it';
+    END IF;
   END IF;
   IF p_what & 1 THEN
     SELECT COALESCE(SUM(SERVICE_STATE = 'ON' AND CHANNEL_NAME NOT LIKE 'group\_replication\_%'), 0),
@@ -128,6 +177,25 @@ BEGIN
       SET p_in_trx = 0;
       SET TRANSACTION READ WRITE;
     END;
+  END IF;
+  IF p_what & 8 THEN
+    SET v_pos = REPLACE(REPLACE(
+      GTID_SUBTRACT(@@global.gtid_executed, CONCAT(@@server_uuid, ':1-9223372036854775806')),
+      '\n', ''), ' ', '');
+    IF v_pos <> '' THEN
+      SELECT MAX(g.VARIABLE_VALUE), MAX(c.VARIABLE_VALUE) INTO v_name, v_level
+        FROM performance_schema.replication_applier_status a
+        JOIN performance_schema.global_variables g ON g.VARIABLE_NAME = 'group_replication_group_name'
+        JOIN performance_schema.global_variables c ON c.VARIABLE_NAME = 'group_replication_consistency'
+       WHERE a.CHANNEL_NAME = 'group_replication_applier' AND a.SERVICE_STATE = 'ON';
+    END IF;
+    IF v_name <> '' THEN
+      SET p_me = CONCAT('group:', v_name, IF(v_level = 'EVENTUAL', CONCAT(':', @@server_uuid), ''));
+    ELSE
+      SET p_me = CONCAT('server:', @@server_uuid, ':', LEFT(@@hostname, 100), ':', @@port, ':',
+                        IF(LENGTH(v_pos) > 100, LEFT(SHA2(v_pos, 256), 32), v_pos));
+    END IF;
+    SET p_was = NULL;
   END IF;
   SET p_galera = 0, p_sw = NULL;
   */
@@ -158,71 +226,6 @@ BEGIN
   /*M!
   DECLARE CONTINUE HANDLER FOR 1193 BEGIN END;
   SET SESSION wsrep_sync_wait = p_sw;
-  */
-END//
-
--- The name of the server that writes the tables (lr_epoch says why and
--- what changes it): p_me, and p_was, the form it had before the
--- replication position was part of it (NULL where there was none).
--- MariaDB: 'galera:' and the cluster's name on a Galera node, else
--- 'server:' with the server_id, host name, port and @@gtid_slave_pos
--- (hashed when long). MySQL: 'server:' with the server_uuid (unique per
--- data directory, where MySQL's server_id defaults to 1 everywhere), host
--- name, port and the transactions of other servers that this one applied
--- (its GTID set without its own, hashed when long): that set changes
--- whenever it applies another writer's transactions as a replica, as
--- MariaDB's position does. A member of a Group Replication group (its
--- group_replication_applier channel ON) is named by its group instead:
--- 'group:' and group_replication_group_name, the source of every GTID of
--- the group, so that the position would change with each of its
--- transactions. At a change of primary, a new primary at
--- BEFORE_ON_PRIMARY_FAILOVER or stronger (BEFORE, AFTER and
--- BEFORE_AND_AFTER include it) applies every transaction the group
--- certified before it answers a read or a write: it is the same server to
--- lockrun, as a Galera cluster's next node is, and no epoch starts. At
--- EVENTUAL a new primary answers reads before it has applied them, as a
--- promoted replica may lack its primary's last commits, so the member's
--- server_uuid is part of the name there, and each change of primary is a
--- fail-over (an epoch, its quarantine and its floor). The level is the
--- group's GLOBAL one, which every session on a member agrees on. A server
--- that left its group is 'server:' again (another name: a new epoch). The
--- group's variables are read from performance_schema.global_variables
--- (see lr_server_state). Cost: none beyond the CALL on a server that
--- applied no other server's transactions; otherwise one read of
--- performance_schema.
-CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_server_me(
-  IN p_galera TINYINT, OUT p_me VARCHAR(255) CHARACTER SET ascii,
-  OUT p_was VARCHAR(255) CHARACTER SET ascii)
-  READS SQL DATA SQL SECURITY DEFINER
-BEGIN
-  /*M!
-  IF p_galera THEN
-    SET p_me = LEFT(CONCAT('galera:', @@wsrep_cluster_name), 255), p_was = NULL;
-  ELSE
-    SET p_me = CONCAT('server:', @@server_id, ':', LEFT(@@hostname, 100), ':', @@port, ':',
-                      IF(LENGTH(@@gtid_slave_pos) > 100, MD5(@@gtid_slave_pos), @@gtid_slave_pos)),
-        p_was = LEFT(CONCAT('server:', @@server_id, ':', @@hostname, ':', @@port), 255);
-  END IF;
-  */
-  /*!80000
-  DECLARE v_pos TEXT DEFAULT REPLACE(REPLACE(
-    GTID_SUBTRACT(@@global.gtid_executed, CONCAT(@@server_uuid, ':1-9223372036854775806')),
-    '\n', ''), ' ', '');
-  DECLARE v_group, v_level VARCHAR(100) CHARACTER SET ascii;
-  IF v_pos <> '' THEN
-    SELECT MAX(g.VARIABLE_VALUE), MAX(c.VARIABLE_VALUE) INTO v_group, v_level
-      FROM performance_schema.replication_applier_status a
-      JOIN performance_schema.global_variables g ON g.VARIABLE_NAME = 'group_replication_group_name'
-      JOIN performance_schema.global_variables c ON c.VARIABLE_NAME = 'group_replication_consistency'
-     WHERE a.CHANNEL_NAME = 'group_replication_applier' AND a.SERVICE_STATE = 'ON';
-  END IF;
-  IF v_group <> '' THEN
-    SET p_me = CONCAT('group:', v_group, IF(v_level = 'EVENTUAL', CONCAT(':', @@server_uuid), ''));
-  ELSE
-    SET p_me = CONCAT('server:', @@server_uuid, ':', LEFT(@@hostname, 100), ':', @@port, ':',
-                      IF(LENGTH(v_pos) > 100, LEFT(SHA2(v_pos, 256), 32), v_pos));
-  END IF;
-  SET p_was = NULL;
   */
 END//
 

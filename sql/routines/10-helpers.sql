@@ -11,8 +11,9 @@
 DELIMITER //
 
 -- Every API procedure starts with lr_enter and ends with lr_leave (also
--- in its error handler), so the caller needs no session set-up and keeps
--- its own settings. First lr_enter checks what p_check names, before it
+-- in its error handler; the short acquire and release spell lr_leave's
+-- two statements out, so that a free lock's run does not load it), so the
+-- caller needs no session set-up and keeps its own settings. First lr_enter checks what p_check names, before it
 -- changes anything: 1 the request id, 2 the lease (32 lowercase hex digits
 -- each), 4 the lease length (1000 ms up to this database's max_ttl_ms, in
 -- lr_settings, `lockrunctl max-ttl`, which bounds how long a fail-over
@@ -60,6 +61,7 @@ BEGIN
   DECLARE v_max, v_slaves BIGINT;
   DECLARE v_in_trx TINYINT;
   DECLARE v_msg VARCHAR(300);
+  DECLARE v_me, v_was VARCHAR(255) CHARACTER SET ascii;  -- not asked for (8)
   -- A refusal below leaves the caller's wsrep_sync_wait as it was.
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -67,7 +69,7 @@ BEGIN
     RESIGNAL;
   END;
   CALL lr_server_state(IF(p_check & 24, 1, 0) | IF(p_check & 8, 2, 0) | 4, v_slaves, v_in_trx,
-                       p_galera, p_sw);
+                       p_galera, p_sw, v_me, v_was);
   IF p_check & 24 THEN
     IF v_slaves > 0 THEN
       SET v_msg = CONCAT('lockrun writes nothing on a replica, writable or not: this server ',
@@ -188,8 +190,8 @@ BEGIN
   DECLARE v_server VARCHAR(255) CHARACTER SET ascii;
   DECLARE v_epoch INT UNSIGNED;
   DECLARE v_now DATETIME(6);
-  DECLARE v_sw, v_lwt BIGINT;
-  DECLARE v_galera TINYINT;
+  DECLARE v_sw, v_lwt, v_x BIGINT;
+  DECLARE v_galera, v_t TINYINT;
   -- Its callers' lr_enter refused a replica already; `lockrunctl
   -- new-epoch` (p_force) calls it directly: the same refusal (16).
   IF p_force THEN
@@ -203,7 +205,7 @@ BEGIN
     -- Lowered since the caller's lr_enter: its refusal, now.
     CALL lr_enter(NULL, 4, NULL, NULL, p_ttl_ms, v_sw, v_lwt, v_galera);
   END IF;
-  CALL lr_server_me(p_galera, v_me, v_was);
+  CALL lr_server_state(8, v_x, v_t, v_galera, v_x, v_me, v_was);
   SELECT server, started_at, quarantine_until, fence_floor INTO v_server, p_since, p_until, p_floor
     FROM lr_epoch WHERE id = 1;
   IF p_force OR v_server IS NULL OR v_server <> v_me THEN

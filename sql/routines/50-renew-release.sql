@@ -446,7 +446,11 @@ BEGIN
     -- Under autocommit = 0 that read began a transaction: leave none.
     COMMIT;
   END IF;
-  CALL lr_leave(v_sw, v_lwt);
+  -- lr_leave, spelled out: a free lock's run then never loads it.
+  SET SESSION innodb_lock_wait_timeout = v_lwt;
+  IF v_sw IS NOT NULL THEN
+    CALL lr_server_sync(v_sw);
+  END IF;
   SELECT v_released AS released, v_woken AS woken, 3 AS api, v_ended AS ended;
 END//
 

@@ -59,6 +59,7 @@ BEGIN
   DECLARE v_iso VARCHAR(40) DEFAULT '';
   DECLARE v_n, v_slaves, v_s BIGINT;
   DECLARE v_in_trx, v_g TINYINT DEFAULT 0;
+  DECLARE v_me VARCHAR(255) CHARACTER SET ascii;  -- not asked for (8)
   -- The hold rows' keys: all of the grant's, the resource is picked out
   -- below (a miss of (resource, grant id) would lock a gap), and no more
   -- rows than the grant made (v_n): a read past them would lock the gap
@@ -81,7 +82,7 @@ BEGIN
   IF v_iso = 'SERIALIZABLE' AND NOT @@autocommit THEN
     SET v_in_trx = 1;
   ELSEIF v_iso = 'SERIALIZABLE' THEN
-    CALL lr_server_state(2, v_slaves, v_in_trx, v_g, v_s);
+    CALL lr_server_state(2, v_slaves, v_in_trx, v_g, v_s, v_me, v_me);
   END IF;
   IF v_in_trx THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lockrun_check: not in a SERIALIZABLE transaction (its reads would lock lockrun''s rows until you commit)';

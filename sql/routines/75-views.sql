@@ -38,7 +38,8 @@ BEGIN
   DECLARE v_slaves BIGINT;
   DECLARE v_in_trx, v_galera TINYINT;
   DECLARE v_msg VARCHAR(200);
-  CALL lr_server_state(6, v_slaves, v_in_trx, v_galera, p_sw);
+  DECLARE v_me VARCHAR(255) CHARACTER SET ascii;  -- not asked for (8)
+  CALL lr_server_state(6, v_slaves, v_in_trx, v_galera, p_sw, v_me, v_me);
   IF v_in_trx THEN
     CALL lr_leave(p_sw, NULL);
     SET v_msg = CONCAT(p_proc, ': call it outside a transaction (its reads there could lock ',

@@ -2,7 +2,7 @@
 #
 # group_replication_consistency EVENTUAL (run with tests/run-group): a new
 # primary may answer reads before it has applied the old one's last
-# commits, so lockrun names each member apart (lr_server_me) and takes a
+# commits, so lockrun names each member apart (lr_server_state) and takes a
 # change of primary for a fail-over: a new epoch, whose grants wait for
 # max-ttl plus 5 s, with tokens above every earlier one. At the default
 # level (BEFORE_ON_PRIMARY_FAILOVER) the same kill starts no epoch

@@ -242,7 +242,7 @@ token() { awk -v n="$1" '$1 == "start" && $2 == n { print $3 }' "$rec"; }
 epochs() { rsql "$1" "SELECT epoch, server, COALESCE(previous, '-') FROM lr_epochs ORDER BY epoch"; }
 
 # ident N: how the name lockrun gives running node N as a writer begins
-# (sql/routines/05-server.sql, lr_server_me): its server_id on MariaDB,
+# (sql/routines/05-server.sql, lr_server_state): its server_id on MariaDB,
 # its server_uuid on MySQL (where server_id need not differ).
 ident() {
 	if lr_server_is_mysql; then
