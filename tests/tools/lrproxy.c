@@ -34,7 +34,10 @@
  *                       up to three decimals (delay 0.5: a 1 ms round
  *                       trip).  Applies to data read from then on.
  *   drop-reply PATTERN  one shot: the next COM_QUERY whose SQL text starts
- *                       with PATTERN (ASCII, case-insensitive), or the
+ *                       with PATTERN (ASCII, case-insensitive; or one of
+ *                       its statements does, within its first 256 bytes:
+ *                       lockrun on MySQL sends its session's SET and its
+ *                       first CALL as one query), or the
  *                       next COM_STMT_EXECUTE of a statement prepared on
  *                       its connection from such a text (before, or in
  *                       the same send: MariaDB's direct execution), is passed
@@ -89,6 +92,7 @@
 
 #define _GNU_SOURCE /* ppoll */
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -454,9 +458,39 @@ static int matches(const struct proxy *p, const char *sql, size_t len)
 	return p->armed && len >= p->pattern_len && !strncasecmp(sql, p->pattern, p->pattern_len);
 }
 
+/* Does a statement of this query text (its first len bytes) start with
+ * the armed pattern: the first, or one after a ';' and blanks? A ';'
+ * inside a quoted string counts too, which the tests' queries never
+ * have. */
+static int query_matches(const struct proxy *p, const char *sql, size_t len)
+{
+	size_t i = 0;
+
+	for (;;) {
+		while (i < len && isspace((unsigned char)sql[i]))
+			i++;
+		if (matches(p, sql + i, len - i))
+			return 1;
+		while (i < len && sql[i] != ';')
+			i++;
+		if (i++ >= len)
+			return 0;
+	}
+}
+
+/* The trap is c's: its query is being read. */
+static void take_trap(struct proxy *p, struct conn *c)
+{
+	p->armed = 0;
+	memcpy(c->pattern, p->pattern, sizeof(c->pattern));
+	c->hold = p->hold;
+	c->trap = TR_QUERY;
+}
+
 /* Look at payload bytes of a packet that may be the trap's query: the
  * first is the command, then the bytes it is judged by are gathered: up
- * to pattern_len bytes of a COM_QUERY's SQL, the 4-byte statement id of
+ * to MAX_PATTERN bytes of a COM_QUERY's SQL (judged when they are in, or
+ * at the packet's end, end_packet), the 4-byte statement id of
  * a COM_STMT_EXECUTE, the start of a COM_STMT_PREPARE's text (kept for
  * the statement's id, see parse_answer).  A match takes the (one-shot)
  * trap from the proxy. */
@@ -478,9 +512,7 @@ static void sniff_query(struct proxy *p, struct conn *c, const unsigned char *b,
 		}
 		i = 1;
 	}
-	want = ps->cmd == COM_EXECUTE   ? 4
-	       : ps->cmd == COM_PREPARE ? sizeof(ps->sql)
-	                                : p->pattern_len;
+	want = ps->cmd == COM_EXECUTE ? 4 : sizeof(ps->sql);
 	while (i < n && ps->sql_len < want && ps->sql_len < sizeof(ps->sql))
 		ps->sql[ps->sql_len++] = (char)b[i++];
 	if (ps->cmd == COM_PREPARE) {
@@ -500,13 +532,10 @@ static void sniff_query(struct proxy *p, struct conn *c, const unsigned char *b,
 		st = id == UINT32_MAX ? &c->prep : find_stmt(c, id);
 		if (!st || !matches(p, st->sql, st->sql_len))
 			return;
-	} else if (!matches(p, ps->sql, ps->sql_len)) {
+	} else if (!query_matches(p, ps->sql, ps->sql_len)) {
 		return;
 	}
-	p->armed = 0;
-	memcpy(c->pattern, p->pattern, sizeof(c->pattern));
-	c->hold = p->hold;
-	c->trap = TR_QUERY;
+	take_trap(p, c);
 }
 
 /* Feed the first bytes of the server's answer to a COM_STMT_PREPARE: its
@@ -534,12 +563,16 @@ static void parse_answer(struct conn *c, const unsigned char *b, size_t n)
 
 /* A packet ended at client->server position pos.  If it ended the trap's
  * query (not just a 0xffffff part of it), remember where. */
-static void end_packet(struct conn *c, uint64_t pos)
+static void end_packet(struct proxy *p, struct conn *c, uint64_t pos)
 {
 	if (!c->ps.more && c->ps.sniffing && c->ps.cmd == COM_PREPARE && c->ps.seen > 0) {
 		c->prep_wait = 1;
 		c->ans_len = 0;
 	}
+	/* A query shorter than MAX_PATTERN: judged now, whole. */
+	if (c->ps.sniffing && c->ps.cmd == COM_QUERY && c->ps.seen > 0 &&
+	    query_matches(p, c->ps.sql, c->ps.sql_len))
+		take_trap(p, c);
 	c->ps.hdr_len = 0;
 	c->ps.sniffing = 0;
 	if (!c->ps.more && c->trap == TR_QUERY) {
@@ -574,7 +607,7 @@ static void parse_client(struct proxy *p, struct conn *c, const unsigned char *b
 			ps->sql_len = 0;
 			ps->sniffing = !ps->cont && ps->hdr[3] == 0;
 			if (ps->left == 0)
-				end_packet(c, pos + i);
+				end_packet(p, c, pos + i);
 			continue;
 		}
 		take = n - i;
@@ -586,7 +619,7 @@ static void parse_client(struct proxy *p, struct conn *c, const unsigned char *b
 		ps->left -= take;
 		i += take;
 		if (ps->left == 0)
-			end_packet(c, pos + i);
+			end_packet(p, c, pos + i);
 	}
 }
 
