@@ -429,11 +429,7 @@ static enum lr_txn new_epoch_txn(lr_db *db, void *arg)
 	struct lr_admin_epoch *e = arg;
 	MYSQL_ROW row;
 
-	/* MySQL has no wsrep_on (and no Galera). */
-	if (!lr_db_query(db, lr_db_is_mysql(db) ? "CALL lr_epoch(0, NULL, 1, @lr_since, @lr_until, "
-	                                          "@lr_floor, @lr_max)"
-	                                        : "CALL lr_epoch(IF(@@wsrep_on, 1, 0), NULL, 1, "
-	                                          "@lr_since, @lr_until, @lr_floor, @lr_max)") ||
+	if (!lr_db_query(db, "CALL lr_epoch(NULL, 1, @lr_since, @lr_until, @lr_floor, @lr_max)") ||
 	    !lr_db_query(db, "SELECT @lr_since IS NOT NULL, epoch, "
 	                     "DATE_FORMAT(@lr_until, '%Y-%m-%d %H:%i:%s'), fence_floor "
 	                     "FROM lr_epoch WHERE id = 1"))

@@ -13,9 +13,10 @@ DELIMITER //
 -- Every API procedure starts with lr_enter and ends with lr_leave (also
 -- in its error handler; the short acquire and release spell lr_leave's
 -- two statements out, so that a free lock's run does not load it), so the
--- caller needs no session set-up and keeps its own settings. First lr_enter checks what p_check names, before it
--- changes anything: 1 the request id, 2 the lease (32 lowercase hex digits
--- each), 4 the lease length (1000 ms up to this database's max_ttl_ms, in
+-- caller needs no session set-up and keeps its own settings. First
+-- lr_enter checks what p_check names, before it changes anything: 1 the
+-- request id, 2 the lease (32 lowercase hex digits each), 4 the lease
+-- length (1000 ms up to this database's max_ttl_ms, in
 -- lr_settings, `lockrunctl max-ttl`, which bounds how long a fail-over
 -- holds grants back: lr_epoch; while a raise is new, its grant_ms,
 -- migration 10; read in shared mode, so that a caller that checks again
@@ -182,7 +183,7 @@ END//
 -- agree to within the previous epoch's life. Cost: two primary-key reads
 -- (one in shared mode); at a change, a locking read and two writes, once.
 CREATE OR REPLACE DEFINER = 'lockrun_owner'@'localhost' PROCEDURE lr_epoch(
-  IN p_galera TINYINT, IN p_ttl_ms BIGINT, IN p_force TINYINT, OUT p_since DATETIME(6),
+  IN p_ttl_ms BIGINT, IN p_force TINYINT, OUT p_since DATETIME(6),
   OUT p_until DATETIME(6), OUT p_floor BIGINT UNSIGNED, OUT p_max BIGINT)
   MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN

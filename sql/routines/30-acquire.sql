@@ -378,7 +378,7 @@ BEGIN
   SET v_now = UTC_TIMESTAMP(6);
   CALL lr_fresh(v_fresh);
   -- Before any resource row: the epoch's row is locked first, if at all.
-  CALL lr_epoch(p_galera, p_ttl_ms, 0, v_since, v_until, v_floor, v_max);
+  CALL lr_epoch(p_ttl_ms, 0, v_since, v_until, v_floor, v_max);
   -- A once item's window, by this server's clock in UTC (no time zone
   -- enters): the start of the period, counted from the epoch plus the
   -- offset, that holds now.

@@ -165,7 +165,7 @@ proc: BEGIN
       -- Asked once, and only when there is someone to hand on to: a
       -- release with nobody waiting pays nothing for it.
       IF v_until IS NULL THEN
-        CALL lr_epoch(p_galera, NULL, 0, v_epoch_at, v_until, v_floor, v_max);
+        CALL lr_epoch(NULL, 0, v_epoch_at, v_until, v_floor, v_max);
       END IF;
       IF v_until > v_now THEN
         LEAVE proc;

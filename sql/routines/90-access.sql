@@ -110,7 +110,7 @@ BEGIN
   -- (1290, lr_enter's 16) on a writable one whose replication runs.
   IF NOT @@global.read_only THEN
     CALL lr_enter(NULL, 16, NULL, NULL, NULL, v_sw, v_lwt, v_galera);
-    CALL lr_epoch(v_galera, NULL, 0, v_since, v_until, v_floor, v_max);
+    CALL lr_epoch(NULL, 0, v_since, v_until, v_floor, v_max);
     CALL lr_leave(v_sw, v_lwt);
   END IF;
   -- What init tells the administrator (the column `note`).
