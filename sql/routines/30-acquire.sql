@@ -105,6 +105,23 @@ proc: BEGIN
         v_name = IF(v_kind = 'key', CONCAT('id:', v_name), v_name),
         v_kind = IF(v_kind IN ('read', 'write'), 'rwlock', v_kind);
     CALL lr_server_state(8, v_x, v_x, v_galera, v_x, v_me, v_was);
+    -- A request that may wait, on a row that looks busy, loads lr_enqueue
+    -- now: loaded under the row's lock below, its parse would hold every
+    -- other caller of the resource behind it, and in a burst of waiters on
+    -- a busy machine the session holding that lock waits for a CPU, the
+    -- others time out and try again, and the queue stops growing (1,000
+    -- waiters at once on 2 cores: the server stopped answering within
+    -- 5 s). The look is a plain SELECT, a read without a lock: a subquery
+    -- of an IF would be a locking read under REPEATABLE READ, and wait for
+    -- the row's lock itself, outside the transaction below.
+    IF p_enqueue THEN
+      SET v_x = NULL;
+      SELECT used + v_permits > capacity INTO v_x FROM lr_resources WHERE name = v_name;
+      IF v_x THEN
+        CALL lr_enqueue(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                        NULL, NULL, NULL, NULL, NULL, v_fast);
+      END IF;
+    END IF;
     COMMIT;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
@@ -266,6 +283,10 @@ proc: BEGIN
   DECLARE v_ticket, v_head BIGINT UNSIGNED;
   DECLARE v_wait_for VARCHAR(64) CHARACTER SET ascii;
   DECLARE v_holder VARCHAR(700);
+  IF p_name IS NULL THEN  -- lockrun_acquire loads it before it locks the row
+    SET p_queued = 0;
+    LEAVE proc;
+  END IF;
   -- The head, the wake-up lock of the place right ahead (lr_lock_name's
   -- 'wait' name, spelled out), the holder: what lr_acquire answers with,
   -- read as it reads them.
