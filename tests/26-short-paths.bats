@@ -11,9 +11,10 @@
 # that (lr_enqueue twice: once only to load it before the resource row is
 # locked, then under the lock; its lr_leave, lr_wait_lock and its
 # lr_lock_name), so the CALL statements of the session
-# (Com_call_procedure) grow by 3, 4 and 9; the general way calls more. Every case also checks what was
-# decided and written, as the admin reads the rows. Resource names start
-# with sp- (the server is shared with the other files).
+# (Com_call_procedure) grow by 3, 4 and 9; the general way calls more.
+# Every case also checks what was decided and written, as the admin reads
+# the rows. Resource names start with sp- (the server is shared with the
+# other files).
 
 load helpers/common
 load helpers/sqlapi

@@ -108,12 +108,12 @@ proc: BEGIN
     -- A request that may wait, on a row that looks busy, loads lr_enqueue
     -- now: loaded under the row's lock below, its parse would hold every
     -- other caller of the resource behind it, and in a burst of waiters on
-    -- a busy machine the session holding that lock waits for a CPU, the
-    -- others time out and try again, and the queue stops growing (1,000
-    -- waiters at once on 2 cores: the server stopped answering within
-    -- 5 s). The look is a plain SELECT, a read without a lock: a subquery
-    -- of an IF would be a locking read under REPEATABLE READ, and wait for
-    -- the row's lock itself, outside the transaction below.
+    -- a busy machine the session holding that lock waits for a CPU
+    -- meanwhile (one cause of the collapse of 1,000 waiters at once on 2
+    -- cores, doc/design/server-cost.md). The look is a plain SELECT, a
+    -- read without a lock: a subquery of an IF would be a locking read
+    -- under REPEATABLE READ, and wait for the row's lock itself, outside
+    -- the transaction below.
     IF p_enqueue THEN
       SET v_x = NULL;
       SELECT used + v_permits > capacity INTO v_x FROM lr_resources WHERE name = v_name;
