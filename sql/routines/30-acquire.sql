@@ -105,15 +105,18 @@ proc: BEGIN
         v_name = IF(v_kind = 'key', CONCAT('id:', v_name), v_name),
         v_kind = IF(v_kind IN ('read', 'write'), 'rwlock', v_kind);
     CALL lr_server_state(8, v_x, v_x, v_galera, v_x, v_me, v_was);
+    COMMIT;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
     -- A request that may wait, on a row that looks busy, loads lr_enqueue
-    -- now: loaded under the row's lock below, its parse would hold every
-    -- other caller of the resource behind it, and in a burst of waiters on
-    -- a busy machine the session holding that lock waits for a CPU
-    -- meanwhile (one cause of the collapse of 1,000 waiters at once on 2
-    -- cores, doc/design/server-cost.md). The look is a plain SELECT, a
-    -- read without a lock: a subquery of an IF would be a locking read
-    -- under REPEATABLE READ, and wait for the row's lock itself, outside
-    -- the transaction below.
+    -- now, before this transaction locks anything: loaded under the row's
+    -- lock below, its parse would hold every other caller of the resource
+    -- behind it, and in a burst of waiters on a busy machine the session
+    -- holding that lock waits for a CPU meanwhile (one cause of the
+    -- collapse of 1,000 waiters at once on 2 cores,
+    -- doc/design/server-cost.md). The look is a plain SELECT at READ
+    -- COMMITTED, a read without a lock whatever the caller's isolation:
+    -- a subquery of an IF would be a locking read under REPEATABLE READ.
     IF p_enqueue THEN
       SET v_x = NULL;
       SELECT used + v_permits > capacity INTO v_x FROM lr_resources WHERE name = v_name;
@@ -122,9 +125,6 @@ proc: BEGIN
                         NULL, NULL, NULL, NULL, NULL, v_fast);
       END IF;
     END IF;
-    COMMIT;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-    START TRANSACTION;
     SET v_now = UTC_TIMESTAMP(6);
     -- lr_epoch's and lr_fresh's questions, all answered no, in one read:
     -- the epoch is this server's (named by the seam, as lr_epoch names it)
